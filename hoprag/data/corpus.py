@@ -1,0 +1,81 @@
+"""Passages: content-hash ids, FlashRAG corpus JSONL I/O, and the pooled closed corpus.
+
+Context paragraphs get an id derived from their content, so the same paragraph appearing in two
+questions (or in two subsets of a dataset) always has the same id; the pooled corpus is then simply the
+id-deduplicated union of all contexts, as TreeHop and HippoRAG build their closed-corpus evaluations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from hoprag.data.records import iter_records, parse_records, write_jsonl
+from hoprag.data.types import Passage, QAExample
+
+
+def passage_id(title: str, text: str) -> str:
+    """First 16 hex chars of sha1("title\\ntext"): stable across runs, subsets and machines."""
+    return hashlib.sha1(f"{title}\n{text}".encode("utf-8")).hexdigest()[:16]
+
+
+def make_passage(title: str, text: str) -> Passage:
+    return Passage(id=passage_id(title, text), title=title, text=text)
+
+
+def unique_passages(passages: Iterable[Passage]) -> list[Passage]:
+    """Drop repeated ids, keeping first-seen order (2Wiki repeats some distractors within a question)."""
+    seen: dict[str, Passage] = {}
+    for p in passages:
+        seen.setdefault(p.id, p)
+    return list(seen.values())
+
+
+def pool_corpus(examples: Iterable[QAExample]) -> list[Passage]:
+    """The closed corpus: every example's `context`, deduplicated by id, in first-seen order."""
+    return unique_passages(p for ex in examples for p in ex.context)
+
+
+def unquote_title(title: str) -> str:
+    """Undo wiki-18's CSV quoting (`"\\"Gary Groth\\""` → `Gary Groth`, inner `""` → `"`).
+
+    FlashRAG's wiki-18 corpus keeps the title field as quoted in DPR's TSV, so without this titles
+    never equal the gold titles of HotpotQA / 2Wiki.
+    """
+    if len(title) >= 2 and title[0] == '"' and title[-1] == '"':
+        return title[1:-1].replace('""', '"')
+    return title
+
+
+def _corpus_passage(record: dict[str, Any], unquote: bool) -> Passage:
+    # FlashRAG's own fallbacks: `contents` = "title\ntext", else `title` + `text`, else `text` alone.
+    if "contents" in record:
+        title, _, text = str(record["contents"]).partition("\n")
+    elif "title" in record:
+        title, text = str(record["title"]), str(record["text"])
+    else:
+        title, text = "", str(record["text"])
+    if unquote:
+        title = unquote_title(title)
+    pid = str(record["id"]) if "id" in record else passage_id(title, text)
+    return Passage(id=pid, title=title, text=text)
+
+
+def iter_corpus(path: str | os.PathLike, unquote_titles: bool = True) -> Iterator[Passage]:
+    """Stream a FlashRAG corpus JSONL (wiki-18 is ~21M lines: never needs to fit in a list).
+
+    Records without `id` get the content-hash id. `unquote_titles=False` keeps titles verbatim.
+    """
+    return parse_records(iter_records(path), lambda r: _corpus_passage(r, unquote_titles))
+
+
+def read_corpus(path: str | os.PathLike, unquote_titles: bool = True) -> list[Passage]:
+    return list(iter_corpus(path, unquote_titles))
+
+
+def write_corpus(passages: Iterable[Passage], path: str | os.PathLike) -> Path:
+    """Write FlashRAG corpus JSONL `{id, contents}` (readable by FlashRAG's indexer and `read_corpus`)."""
+    return write_jsonl(({"id": p.id, "contents": p.contents} for p in passages), path)

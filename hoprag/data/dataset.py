@@ -1,0 +1,76 @@
+"""`QADataset`: a question file plus its retrieval corpus, as configured in Hydra.
+
+```yaml
+_target_: hoprag.data.QADataset
+name: hotpotqa
+questions: hotpotqa/hotpot_dev_distractor_185.json
+corpus: null          # null: the pooled closed corpus of the questions' contexts
+```
+
+Files are loaded on first use, so building the config tree stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+
+from hoprag.data.corpus import pool_corpus, read_corpus
+from hoprag.data.fetch import ensure_file
+from hoprag.data.loading import load_questions
+from hoprag.data.types import Passage, QAExample
+from hoprag.paths import data_root
+
+
+class QADataset:
+    """Questions (`.examples`) and corpus (`.corpus()`) of one dataset split.
+
+    `questions` / `corpus` are paths relative to the data root (or absolute); `corpus=None` pools the
+    questions' own context passages into a closed corpus (TreeHop / HippoRAG setting). `limit` keeps
+    the first N questions in file order (no shuffling, so subsets are nested and reproducible). The closed
+    corpus always pools every question of the file, so `limit` changes which questions are asked, not
+    how hard retrieval is.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        questions: str,
+        format: str | None = None,
+        corpus: str | None = None,
+        root: str | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.name = name
+        self.questions = questions
+        self.format = format
+        self.corpus_path = corpus
+        self.root: Path = data_root(root)
+        self.limit = limit
+        self._corpus: list[Passage] | None = None
+
+    def _load(self, limit: int | None) -> list[QAExample]:
+        path = ensure_file(self.questions, self.root)
+        return load_questions(path, format=self.format, dataset=self.name, limit=limit)
+
+    @cached_property
+    def examples(self) -> list[QAExample]:
+        return self._load(self.limit)
+
+    def corpus(self) -> list[Passage]:
+        if self._corpus is None:
+            if self.corpus_path is None:
+                self._corpus = pool_corpus(self.examples if self.limit is None else self._load(None))
+            else:
+                self._corpus = read_corpus(ensure_file(self.corpus_path, self.root))
+        return self._corpus
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __iter__(self) -> Iterator[QAExample]:
+        return iter(self.examples)
+
+    def __repr__(self) -> str:
+        return f"QADataset(name={self.name!r}, questions={self.questions!r}, root={str(self.root)!r})"

@@ -1,0 +1,78 @@
+"""`load_questions`: one entry point for every supported question format, detected from the file.
+
+The container (one JSON list or JSONL, optionally .bz2/.gz) is read by `iter_records`; the format is
+told by the first record's keys, which differ between all official releases, and can be forced with
+`format=`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hoprag.data.crag import parse_crag
+from hoprag.data.flashrag import parse_flashrag
+from hoprag.data.hotpotqa import parse_hotpotqa
+from hoprag.data.musique import parse_musique
+from hoprag.data.records import DataFormatError, iter_records, parse_records
+from hoprag.data.twowiki import parse_2wiki
+from hoprag.data.types import QAExample
+
+FORMATS: dict[str, Callable[[dict[str, Any]], QAExample]] = {
+    "hotpotqa": parse_hotpotqa,
+    "2wikimultihopqa": parse_2wiki,
+    "musique": parse_musique,
+    "flashrag": parse_flashrag,
+    "crag": parse_crag,
+}
+
+
+def detect_format(record: dict[str, Any]) -> str | None:
+    """The format whose official record has these keys, or None."""
+    if "interaction_id" in record or "search_results" in record:
+        return "crag"
+    if "golden_answers" in record:
+        return "flashrag"
+    if "paragraphs" in record and "question_decomposition" in record:
+        return "musique"
+    if "evidences" in record or "entity_ids" in record:
+        return "2wikimultihopqa"
+    if "supporting_facts" in record and "context" in record:
+        return "hotpotqa"
+    return None
+
+
+def load_questions(
+    path: str | os.PathLike,
+    format: str | None = None,
+    dataset: str | None = None,
+    limit: int | None = None,
+) -> list[QAExample]:
+    """Load a question file into `QAExample`s.
+
+    `dataset` names the examples (default: the format name; for FlashRAG files, whose layout is
+    `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N records and stops
+    reading there, so a JSONL train split can be sampled cheaply.
+    """
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    records = iter_records(path)
+    first = next(records, None)
+    if first is None:
+        return []
+    if format is None:
+        format = detect_format(first[1])
+        if format is None:
+            raise DataFormatError(
+                f"{first[0]}: cannot tell the dataset format from keys {sorted(first[1])}; "
+                f"pass format= one of {sorted(FORMATS)}"
+            )
+    records = itertools.chain([first], records)
+    examples = list(itertools.islice(parse_records(records, FORMATS[format]), limit))
+    name = dataset or (Path(path).parent.name if format == "flashrag" else format)
+    for ex in examples:
+        ex.dataset = name
+    return examples

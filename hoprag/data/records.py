@@ -1,0 +1,105 @@
+"""Reading and writing JSON / JSONL record files, with errors that point at the bad record.
+
+Every loader goes through `parse_records`, so a broken line or a missing key anywhere is reported the
+same way (file, 1-based line or record index, what is wrong) instead of being skipped or surfacing as a
+bare KeyError deep inside a loader.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
+
+
+class DataFormatError(ValueError):
+    """A data file does not match the format it is read as."""
+
+
+def open_text(path: str | os.PathLike, mode: str = "r") -> IO[str]:
+    """Open a UTF-8 text file, transparently (de)compressing `.bz2` / `.gz` (CRAG ships bz2 JSONL)."""
+    path = Path(path)
+    if path.suffix == ".bz2":
+        return bz2.open(path, mode + "t", encoding="utf-8")
+    if path.suffix == ".gz":
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+def iter_records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield `(location, record)` for a JSON-list file or a JSONL file.
+
+    The container is told by the first non-blank character (`[` = one JSON list, as HotpotQA and 2Wiki
+    ship; anything else = JSONL), so a `.json` file holding JSONL still reads. `location` is
+    "<file>, line N" (1-based) for JSONL and "<file>, record index N" (0-based) for JSON lists.
+    """
+    with open_text(path) as f:
+        first = ""
+        while not first:
+            chunk = f.read(1)
+            if not chunk:
+                return
+            first = chunk.strip()
+        f.seek(0)
+        if first == "[":
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path}, line {e.lineno}: invalid JSON ({e.msg})") from None
+            for i, record in enumerate(data):
+                yield _checked(record, f"{path}, record index {i}")
+            return
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path}, line {lineno}: invalid JSON ({e.msg})") from None
+            yield _checked(record, f"{path}, line {lineno}")
+
+
+def _checked(record: Any, where: str) -> tuple[str, dict[str, Any]]:
+    if not isinstance(record, dict):
+        raise DataFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    return where, record
+
+
+def parse_records(
+    records: Iterable[tuple[str, dict[str, Any]]], parse: Callable[[dict[str, Any]], T]
+) -> Iterator[T]:
+    """Apply `parse` to each record; any structural error becomes a `DataFormatError` naming the record."""
+    for where, record in records:
+        try:
+            yield parse(record)
+        except KeyError as e:
+            raise DataFormatError(f"{where}: missing required key {e.args[0]!r}") from None
+        except (IndexError, TypeError, ValueError, AttributeError) as e:
+            raise DataFormatError(f"{where}: {e}") from None
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> Path:
+    """Write one JSON object per line (UTF-8, non-ASCII kept), creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_text(path, "w") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def distinct(items: Iterable[T]) -> list[T]:
+    """Items without repeats, first-seen order (gold titles keep dataset order)."""
+    return list(dict.fromkeys(items))
+
+
+def extra_fields(record: dict[str, Any], consumed: tuple[str, ...]) -> dict[str, Any]:
+    """Fields the record model has no slot for (HotpotQA `level`, 2Wiki `entity_ids`, CRAG `domain`),
+    kept in `QAExample.metadata` so nothing in the official record is lost."""
+    return {k: v for k, v in record.items() if k not in consumed}

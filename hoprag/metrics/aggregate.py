@@ -1,0 +1,160 @@
+"""One metric suite for every method, so all runs report the same keys the same way.
+
+Values are percentages with one decimal, as FlashRAG and the papers report them. Keys follow `stage/name`:
+answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, plus PruneRAG's `efr` and
+`forget_rate`), retrieval metrics sit under `retrieval/` and keep the two recall families apart
+(`passage_recall*` vs `answer_recall*`). A metric that is undefined for the rows (nothing retrieved, no gold
+passages, no question with all gold retrieved) is left out rather than reported as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from hoprag.data.types import Passage, QAExample
+from hoprag.metrics.answer import answer_contains, exact_match, token_scores
+from hoprag.metrics.retrieval import (
+    Match,
+    aggregate_passage_recall,
+    all_gold_retrieved,
+    answer_recall_at_k,
+    evidence_forgetting_rate,
+    token_overlap_match,
+)
+
+PASSAGE_MATCHES = ("title", "token_overlap")
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """What the suite needs from one answered question.
+
+    `retrieved` is every passage the method read: in rank order for one-shot retrieval, in retrieval order
+    across hops and nodes for multi-hop methods. Repeats are dropped by passage id before any cut at k.
+    `gold_titles` feed title-matched passage recall (TreeHop); `gold_passages` are gold passage texts for
+    PruneRAG's token-overlap match.
+    """
+
+    prediction: str
+    golds: Sequence[str]
+    retrieved: Sequence[Passage] = ()
+    gold_titles: Sequence[str] = ()
+    gold_passages: Sequence[str] = ()
+
+    @classmethod
+    def from_example(
+        cls, example: QAExample, prediction: str, retrieved: Sequence[Passage] = ()
+    ) -> EvalRow:
+        """Gold titles are the supporting titles; gold passages are the texts of the example's context
+        passages with a supporting title (empty for open-domain datasets without a context)."""
+        supporting = set(example.supporting_titles)
+        return cls(
+            prediction=prediction,
+            golds=list(example.answers),
+            retrieved=list(retrieved),
+            gold_titles=list(example.supporting_titles),
+            gold_passages=[p.text for p in example.context if p.title in supporting],
+        )
+
+
+def _distinct(passages: Sequence[Passage]) -> list[Passage]:
+    first: dict[str, Passage] = {}
+    for p in passages:
+        first.setdefault(p.id, p)
+    return list(first.values())
+
+
+def _at(k: int | None) -> str:
+    return "" if k is None else f"@{k}"
+
+
+def _pct(x: float) -> float:
+    return round(100 * x, 1)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+@dataclass(frozen=True)
+class MetricSuite:
+    """Scores a list of `EvalRow`s into a flat dict (see the module docstring for the keys).
+
+    `ks` are the cut-offs of the `@k` retrieval metrics; the whole retrieved list is always scored too
+    (keys without `@k`), which is what multi-hop methods report. `passage_match` picks how gold passages
+    are matched: `title` (exact title, TreeHop) or `token_overlap` (PruneRAG's rule on texts, with
+    `overlap_threshold`). Micro passage recall is the headline `passage_recall`; macro is `_macro`.
+    """
+
+    ks: Sequence[int] = (5,)
+    passage_match: str = "title"
+    overlap_threshold: float = 0.75
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
+        if any(k < 1 for k in self.ks):
+            raise ValueError(f"ks must be positive, got {self.ks}")
+        if self.passage_match not in PASSAGE_MATCHES:
+            raise ValueError(f"passage_match must be one of {PASSAGE_MATCHES}, got {self.passage_match!r}")
+
+    def answer_scores(self, row: EvalRow) -> dict[str, float]:
+        """Per-question answer metrics as fractions (for traces and paired significance tests)."""
+        f1, precision, recall = token_scores(row.prediction, row.golds)
+        return {
+            "em": exact_match(row.prediction, row.golds),
+            "f1": f1,
+            "precision": precision,
+            "recall": recall,
+            "acc": answer_contains(row.prediction, row.golds),
+        }
+
+    def _match(self) -> Match | None:
+        if self.passage_match == "title":
+            return None
+        return partial(token_overlap_match, threshold=self.overlap_threshold)
+
+    def _gold_and_retrieved(self, row: EvalRow, passages: list[Passage]) -> tuple[list[str], list[str]]:
+        if self.passage_match == "title":
+            return list(row.gold_titles), [p.title for p in passages]
+        return list(row.gold_passages), [p.contents for p in passages]
+
+    def __call__(self, rows: Sequence[EvalRow]) -> dict[str, float | int]:
+        if not rows:
+            raise ValueError("no rows to score")
+        per_question = [self.answer_scores(row) for row in rows]
+        out: dict[str, float | int] = {"n": len(rows)}
+        for name in per_question[0]:
+            out[name] = _pct(_mean([scores[name] for scores in per_question]))
+
+        passages = [_distinct(row.retrieved) for row in rows]
+        if not any(passages):
+            return out
+        out["retrieval/passages_read"] = round(_mean([len(p) for p in passages]), 2)
+        texts = [[p.contents for p in question] for question in passages]
+        golds = [row.golds for row in rows]
+        for k in (None, *self.ks):
+            out[f"retrieval/answer_recall{_at(k)}"] = _pct(answer_recall_at_k(texts, golds, k))
+
+        match = self._match()
+        gold, retrieved = zip(*(self._gold_and_retrieved(r, p) for r, p in zip(rows, passages)))
+        if not any(gold):
+            return out
+        for k in (None, *self.ks):
+            recall = aggregate_passage_recall(retrieved, gold, k, match)
+            out[f"retrieval/passage_recall{_at(k)}"] = _pct(recall.micro)
+            out[f"retrieval/passage_recall_macro{_at(k)}"] = _pct(recall.macro)
+        out["retrieval/n_without_gold"] = recall.n_without_gold
+
+        with_gold = [i for i, g in enumerate(gold) if g]
+        efr = evidence_forgetting_rate(
+            [all_gold_retrieved(retrieved[i], gold[i], match) for i in with_gold],
+            [per_question[i]["em"] == 1.0 for i in with_gold],
+        )
+        if efr["efr"] is not None:
+            out["efr"] = _pct(efr["efr"])
+        out["forget_rate"] = _pct(efr["forget_rate"])
+        out["retrieval/all_gold_retrieved"] = _pct(efr["all_gold_retrieved_rate"])
+        return out
+

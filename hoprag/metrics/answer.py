@@ -1,0 +1,89 @@
+"""Answer metrics with the official SQuAD / HotpotQA normalization (STYLE §3.2).
+
+One `normalize_answer` serves every metric, so EM, F1, acc and answer-containment recall stay comparable
+with FlashRAG, BERGEN, DSPy and the HotpotQA script. A prediction that normalizes to nothing scores 0
+everywhere, and golds that normalize to nothing are ignored by the containment metrics (they would be
+"contained" in any prediction).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+from typing import NamedTuple
+
+Golds = str | Sequence[str]
+
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+# HotpotQA: a yes/no/noanswer answer earns no partial F1 credit for sharing a token with the other side.
+_SPECIAL = frozenset({"yes", "no", "noanswer"})
+
+
+class TokenScores(NamedTuple):
+    """Token-level scores, in the order of the HotpotQA script's `f1_score` return value."""
+
+    f1: float
+    precision: float
+    recall: float
+
+
+def normalize_answer(s: str) -> str:
+    """`white_space_fix(remove_articles(remove_punc(lower(s))))`, the official order.
+
+    Punctuation is deleted, not replaced by a space, so "U.S." becomes "us" and "don't" becomes "dont".
+    """
+    s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", s).split())
+
+
+def as_gold_list(golds: Golds) -> list[str]:
+    """Accept one gold string or its aliases; a question without any gold answer is an error."""
+    gold_list = [golds] if isinstance(golds, str) else list(golds)
+    if not gold_list:
+        raise ValueError("no gold answers given")
+    return gold_list
+
+
+def exact_match(prediction: str, golds: Golds) -> float:
+    """1.0 if the normalized prediction equals any normalized gold."""
+    pred = normalize_answer(prediction)
+    return float(bool(pred) and any(pred == normalize_answer(g) for g in as_gold_list(golds)))
+
+
+def _token_scores(pred: str, gold: str) -> TokenScores:
+    if (pred in _SPECIAL or gold in _SPECIAL) and pred != gold:
+        return TokenScores(0.0, 0.0, 0.0)
+    pred_tokens, gold_tokens = pred.split(), gold.split()
+    same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if same == 0:
+        return TokenScores(0.0, 0.0, 0.0)
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return TokenScores(2 * precision * recall / (precision + recall), precision, recall)
+
+
+def token_scores(prediction: str, golds: Golds) -> TokenScores:
+    """Bag-of-tokens F1, precision and recall, each the max over golds (as FlashRAG maxes them)."""
+    pred = normalize_answer(prediction)
+    gold_list = as_gold_list(golds)
+    if not pred:
+        return TokenScores(0.0, 0.0, 0.0)
+    per_gold = [_token_scores(pred, normalize_answer(g)) for g in gold_list]
+    return TokenScores(*(max(column) for column in zip(*per_gold)))
+
+
+def f1_score(prediction: str, golds: Golds) -> float:
+    return token_scores(prediction, golds).f1
+
+
+def answer_contains(prediction: str, golds: Golds) -> float:
+    """FlashRAG `acc` (BERGEN `M`, cover-EM): a normalized gold is a character substring of the prediction.
+
+    LLMs answer in sentences, so this is reported next to EM. Being a character test, gold "cat" is found
+    in "concatenate"; `retrieval.has_answer` matches whole tokens instead.
+    """
+    pred = normalize_answer(prediction)
+    gold_list = (normalize_answer(g) for g in as_gold_list(golds))
+    return float(bool(pred) and any(g and g in pred for g in gold_list))

@@ -1,0 +1,117 @@
+"""QADataset (lazy loading, limit, corpus choice, Hydra instantiation) and the FlashRAG round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from hoprag.data import QADataset, load_questions, pool_corpus, to_flashrag, write_flashrag
+from hoprag.data.flashrag import join_sentences
+from hoprag.paths import PROJECT_ROOT, data_root
+
+HOTPOT_DEV = "hotpotqa/hotpot_dev_distractor_185.json"
+
+
+def test_qadataset_pooled_corpus_and_laziness():
+    ds = QADataset(name="hotpotqa", questions=HOTPOT_DEV)
+    assert ds.root == data_root()
+    assert "examples" not in vars(ds)  # nothing read at construction
+    assert len(ds) == 185 and next(iter(ds)).dataset == "hotpotqa"
+    assert ds.examples is ds.examples
+    corpus = ds.corpus()
+    assert corpus is ds.corpus() and len(corpus) == 1828
+    assert corpus == pool_corpus(ds.examples)
+
+
+def test_qadataset_limit_keeps_file_order_and_the_whole_closed_corpus():
+    full = QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl")
+    head = QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl", limit=7)
+    assert head.examples == full.examples[:7]
+    # the closed corpus pools every question of the file: limit must not make retrieval easier
+    assert head.corpus() == full.corpus() and len(head.corpus()) == 3141
+
+
+def test_qadataset_explicit_corpus_and_absolute_path():
+    ds = QADataset(
+        name="bamboogle",
+        questions=str(data_root() / "bamboogle/test.jsonl"),
+        format="flashrag",
+        corpus="bamboogle/wiki18_passages.jsonl",
+    )
+    assert len(ds) == 125 and len(ds.corpus()) == 1190
+    assert ds.corpus()[0].title == "Citibank"
+
+
+DATA_CONFIGS = sorted((PROJECT_ROOT / "conf" / "data").glob("*.yaml"))
+
+
+@pytest.mark.skipif(not DATA_CONFIGS, reason="no conf/data configs in this checkout")
+@pytest.mark.parametrize("config", DATA_CONFIGS, ids=lambda p: p.stem)
+def test_hydra_data_configs_instantiate(config: Path):
+    cfg = OmegaConf.create({"paths": {"data_dir": None}, "limit": 5, "data": OmegaConf.load(config)})
+    ds = instantiate(cfg.data)
+    assert isinstance(ds, QADataset)
+    assert len(ds) == 5 and {ex.dataset for ex in ds} == {ds.name}
+    assert ds.corpus()
+
+
+def test_join_sentences():
+    assert join_sentences(["A.", " B.", "C."]) == "A. B. C."
+    assert join_sentences(["A.", "", "B."]) == "A. B."
+    assert join_sentences(["only"]) == "only"
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        HOTPOT_DEV,
+        "2wikimultihopqa/train_500.json",
+        "musique/musique_ans_dev_200.jsonl",
+        "bamboogle/test.jsonl",
+        "crag/crag_task1_dev_10.jsonl.bz2",
+    ],
+)
+def test_flashrag_round_trip(tmp_path, rel):
+    original = load_questions(data_root() / rel)
+    name = original[0].dataset
+    path = write_flashrag(original, tmp_path / name / "dev.jsonl")
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert set(first) == {"id", "question", "golden_answers", "metadata"}
+    assert first == json.loads(json.dumps(to_flashrag(original[0])))
+    back = load_questions(path)
+    assert {ex.dataset for ex in back} == {name}  # FlashRAG layout: <dataset>/<split>.jsonl
+    assert back == original
+
+
+def test_flashrag_native_metadata(tmp_path):
+    """FlashRAG's own HotpotQA / 2Wiki records: dict-of-lists facts, context under sentences/content."""
+    hotpot = {
+        "id": "h", "question": "Q?", "golden_answers": ["A", "a"],
+        "metadata": {
+            "type": "bridge", "level": "hard",
+            "supporting_facts": {"title": ["T1", "T2", "T1"], "sent_id": [0, 1, 2]},
+            "context": {"title": ["T1", "T2"], "sentences": [["One.", " Two."], ["Three."]]},
+        },
+    }
+    wiki = {
+        "id": "w", "question": "Q?", "golden_answers": ["B"],
+        "metadata": {
+            "supporting_facts": [["X", 0], ["Y", 0]],
+            "context": {"title": ["X", "Y"], "content": [["Four.", "Five."], ["Six."]]},
+        },
+    }
+    path = tmp_path / "mixed" / "dev.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps(hotpot) + "\n" + json.dumps(wiki) + "\n", encoding="utf-8")
+    h, w = load_questions(path)
+    assert h.dataset == "mixed" and h.answers == ["A", "a"] and h.type == "bridge"
+    assert h.supporting_titles == ["T1", "T2"]
+    assert h.supporting_facts == [("T1", 0), ("T2", 1), ("T1", 2)]
+    assert [p.text for p in h.context] == ["One. Two.", "Three."]
+    assert h.metadata == {"level": "hard"}
+    assert w.type is None and w.supporting_titles == ["X", "Y"]
+    assert [p.text for p in w.context] == ["Four. Five.", "Six."]
