@@ -1,0 +1,268 @@
+"""A FAISS inner-product index over passage embeddings, built by streaming the corpus through the encoder.
+
+The index type is a FAISS factory string ("Flat", "HNSW32", "IVF1024,PQ64", ...). Building encodes one
+chunk of passages at a time and adds it to the index, so memory holds the index plus one chunk, never
+every embedding as Python objects; an IVF/PQ index is trained on the first chunks (up to `train_size`
+vectors). Embeddings can also be written to a float32 `.npy` memmap for other components to reuse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+from tqdm.auto import tqdm
+
+from hoprag.data.types import Passage
+from hoprag.retrieval.embedders import Embedder
+from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
+from hoprag.retrieval.manifest import check_manifest, new_manifest, read_manifest, write_manifest
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "index.faiss"
+IDS_FILE = "ids.json"
+EMBEDDINGS_FILE = "embeddings.npy"
+KIND = "dense"
+
+_gpu_resources: Any = None
+
+
+def adapt_factory(factory: str, n_train: int) -> str:
+    """Shrink what `n_train` vectors cannot train, so small corpora and tests can use the configured type:
+    IVF lists and PQ codebooks (2**nbits centroids) get at least the 39 points per centroid FAISS asks for."""
+    per_centroid = max(1, n_train // 39)
+
+    def ivf(m: re.Match) -> str:
+        return f"IVF{min(int(m.group(1)), per_centroid)}"
+
+    def pq(m: re.Match) -> str:
+        nbits = int(m.group(2) or 8)
+        fitted = max(1, min(nbits, int(math.log2(per_centroid))))
+        return m.group(0) if fitted == nbits else f"PQ{m.group(1)}x{fitted}"
+
+    factory = re.sub(r"IVF(\d+)", ivf, factory)
+    return re.sub(r"(?<![A-Za-z])PQ(\d+)(?:x(\d+))?(?=,|$)", pq, factory)
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed by the last chunk back to the OS (glibc only; elsewhere a no-op).
+
+    Encoder activations differ in size from batch to batch, and glibc keeps the freed blocks, so without
+    this a streamed build's resident memory creeps up with the number of chunks although what is in use
+    stays flat (measured: 2.0 GiB peak vs ~0.7 GiB in use on 50k passages).
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name:
+        libc = ctypes.CDLL(libc_name)
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+
+
+def _chunks(passages: Sequence[Passage], size: int) -> Iterator[list[Passage]]:
+    it = iter(passages)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def _gpu_available() -> bool:
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+class DenseIndex:
+    """Passage ids in index order, the FAISS index over their vectors, and the manifest of its build."""
+
+    def __init__(
+        self,
+        index: faiss.Index,
+        ids: list[str],
+        manifest: dict[str, Any],
+        embeddings: np.ndarray | None = None,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+        use_gpu: bool | str = "auto",
+    ) -> None:
+        self.ids = ids
+        self.manifest = manifest
+        self.embeddings = embeddings
+        self.on_gpu = False
+        self.index = self._place(index, use_gpu)
+        self.set_search_params(ef_search=ef_search, nprobe=nprobe)
+
+    @property
+    def dim(self) -> int:
+        return self.index.d
+
+    @property
+    def ntotal(self) -> int:
+        return self.index.ntotal
+
+    @property
+    def build_seconds(self) -> float:
+        return self.manifest["build_seconds"]
+
+    @classmethod
+    def build(
+        cls,
+        passages: Sequence[Passage],
+        embedder: Embedder,
+        factory: str = "Flat",
+        *,
+        batch_size: int | None = None,
+        chunk_size: int = 2048,
+        train_size: int = 100_000,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+        use_gpu: bool | str = "auto",
+        embeddings_path: str | Path | None = None,
+        corpus_fingerprint: str | None = None,
+        progress: bool = True,
+    ) -> DenseIndex:
+        """Encode `passages` chunk by chunk (`chunk_size` passages, encoded `batch_size` at a time) into a
+        new index. Chunks larger than a batch let the encoder sort texts by length, wasting less padding.
+
+        `embeddings_path` (a `.npy` file) also keeps every vector in a float32 memmap, `.embeddings`;
+        `load` reopens it when it lies in the directory the index is saved to.
+        """
+        n = len(passages)
+        if n == 0:
+            raise ValueError("cannot build a dense index over an empty corpus")
+        fingerprint = corpus_fingerprint or fingerprint_of(passages)
+        n_train = min(n, train_size)
+        faiss_factory = adapt_factory(factory, n_train)
+        started = time.perf_counter()
+        index: faiss.Index | None = None
+        stored: np.ndarray | None = None
+        untrained: list[np.ndarray] = []
+        ids: list[str] = []
+        bar = tqdm(total=n, desc=f"encoding with {embedder.name}", unit="passage", disable=not progress)
+        with bar:
+            for chunk in _chunks(passages, chunk_size):
+                vectors = embedder.encode_passages(chunk, batch_size=batch_size)
+                if index is None:
+                    index = faiss.index_factory(vectors.shape[1], faiss_factory, faiss.METRIC_INNER_PRODUCT)
+                    if embeddings_path is not None:
+                        stored = np.lib.format.open_memmap(
+                            embeddings_path, mode="w+", dtype=np.float32, shape=(n, vectors.shape[1])
+                        )
+                if stored is not None:
+                    stored[len(ids) : len(ids) + len(chunk)] = vectors
+                ids.extend(p.id for p in chunk)
+                if index.is_trained:
+                    index.add(vectors)
+                else:
+                    untrained.append(vectors)
+                    if sum(map(len, untrained)) >= n_train:
+                        sample = np.concatenate(untrained)
+                        index.train(sample[:n_train])
+                        index.add(sample)
+                        untrained = []
+                bar.update(len(chunk))
+                _release_freed_memory()
+        embeddings = None
+        if stored is not None:
+            stored.flush()
+            del stored
+            embeddings = np.load(embeddings_path, mmap_mode="r")
+        manifest = new_manifest(
+            KIND,
+            **embedder.describe(),
+            dim=index.d,
+            factory=factory,
+            faiss_factory=faiss_factory,
+            corpus_fingerprint=fingerprint,
+            num_passages=n,
+            build_seconds=round(time.perf_counter() - started, 3),
+            embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
+        )
+        return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
+
+    def save(self, directory: str | Path) -> None:
+        """Write the index, the id map and (last, marking the save complete) the manifest."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        cpu_index = faiss.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
+        faiss.write_index(cpu_index, str(directory / INDEX_FILE))
+        (directory / IDS_FILE).write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
+        write_manifest(directory, self.manifest)
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | Path,
+        embedder: Embedder | None = None,
+        corpus_fingerprint: str | None = None,
+        *,
+        factory: str | None = None,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+        use_gpu: bool | str = "auto",
+    ) -> DenseIndex:
+        """Load a saved index; IndexMismatchError if it was built by another embedder configuration,
+        over another corpus, or (when `factory` is given) with another index type."""
+        directory = Path(directory)
+        manifest = read_manifest(directory, KIND)
+        expected: dict[str, Any] = dict(embedder.describe()) if embedder is not None else {}
+        if corpus_fingerprint is not None:
+            expected["corpus_fingerprint"] = corpus_fingerprint
+        if factory is not None:
+            expected["factory"] = factory
+        check_manifest(directory, manifest, expected)
+        index = faiss.read_index(str(directory / INDEX_FILE))
+        ids = json.loads((directory / IDS_FILE).read_text(encoding="utf-8"))
+        embeddings_file = manifest.get("embeddings_file")
+        embeddings = np.load(directory / embeddings_file, mmap_mode="r") if embeddings_file else None
+        return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
+
+    def set_search_params(self, ef_search: int | None = None, nprobe: int | None = None) -> None:
+        """Set HNSW `efSearch` and IVF `nprobe`; a setting the index type does not have is ignored, so one
+        config can carry both for every factory."""
+        space = faiss.GpuParameterSpace() if self.on_gpu else faiss.ParameterSpace()
+        for name, value in (("efSearch", ef_search), ("nprobe", nprobe)):
+            if value is None:
+                continue
+            try:
+                space.set_index_parameter(self.index, name, value)
+            except RuntimeError:
+                log.debug("index %s has no parameter %s", self.manifest.get("faiss_factory"), name)
+
+    def search(self, query_vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k inner products for a batch of query vectors: (scores, row indices), both (n_queries, k').
+
+        k' = min(k, ntotal). Approximate indexes may return fewer than k' hits; those slots hold index -1.
+        """
+        queries = np.ascontiguousarray(query_vectors, dtype=np.float32).reshape(-1, self.dim)
+        k = min(k, self.ntotal)
+        if k <= 0 or len(queries) == 0:
+            return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
+        return self.index.search(queries, k)
+
+    def _place(self, index: faiss.Index, use_gpu: bool | str) -> faiss.Index:
+        """Move the index to GPU 0 when asked (True) or allowed ("auto") and FAISS can; otherwise keep it."""
+        global _gpu_resources
+        if not use_gpu:
+            return index
+        if not _gpu_available():
+            if use_gpu != "auto":
+                log.warning("use_gpu=%r, but FAISS has no GPU support or sees no GPU: using the CPU", use_gpu)
+            return index
+        try:
+            if _gpu_resources is None:
+                _gpu_resources = faiss.StandardGpuResources()
+            gpu_index = faiss.index_cpu_to_gpu(_gpu_resources, 0, index)
+        except RuntimeError as err:  # e.g. HNSW has no GPU implementation
+            log.warning("keeping the %s index on CPU: %s", self.manifest.get("faiss_factory"), err)
+            return index
+        self.on_gpu = True
+        return gpu_index

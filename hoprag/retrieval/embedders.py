@@ -1,0 +1,226 @@
+"""Text encoders behind one interface, so an index or a method never depends on the embedding library.
+
+Weights load on the first encode and are shared per process: Hydra instantiates one Embedder per
+interpolation of the same config (a dense retriever, a fusion retriever, a method), and they must not
+each hold a copy of the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from hoprag.data.types import Passage
+from hoprag.utils.bundled import resolve_model_ref
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PASSAGE_TEMPLATE = "{title}\n{text}"
+
+_MODELS: dict[Hashable, Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _shared_model(key: Hashable, load: Callable[[], Any]) -> Any:
+    """The process-wide model for `key`, loaded by `load()` the first time it is asked for."""
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            log.info("loading embedding model %s", key)
+            _MODELS[key] = load()
+        return _MODELS[key]
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Embedder:
+    """Maps queries and passages to float32 vectors of width `dim`, L2-normalised when `normalize`.
+
+    Queries are prefixed with `query_prefix` (BGE's instruction, E5's "query: ") and passages are
+    rendered with `passage_template`, because models are trained with (and indexes must be rebuilt for)
+    these exact input forms. Subclasses implement `_encode` and provide `dim`.
+    """
+
+    name: str
+    model: str
+    dim: int
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        normalize: bool = True,
+        batch_size: int = 64,
+        query_prefix: str = "",
+        passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.normalize = normalize
+        self.batch_size = batch_size
+        self.query_prefix = query_prefix
+        self.passage_template = passage_template
+
+    def passage_text(self, p: Passage) -> str:
+        return self.passage_template.format(title=p.title, text=p.text)
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        return self._vectors([self.query_prefix + t for t in texts], batch_size)
+
+    def encode_passages(self, passages: Sequence[Passage], batch_size: int | None = None) -> np.ndarray:
+        return self._vectors([self.passage_text(p) for p in passages], batch_size)
+
+    def describe(self) -> dict[str, Any]:
+        """What determines the passage vectors: a saved index records it and is refused when it differs."""
+        return {
+            "embedder": self.name,
+            "model": self.model,
+            "normalize": self.normalize,
+            "passage_template": self.passage_template,
+        }
+
+    def _vectors(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = np.asarray(self._encode(texts, batch_size or self.batch_size), dtype=np.float32)
+        vectors = vectors.reshape(len(texts), -1)
+        if self.normalize:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """A sentence-transformers model (its own pooling and normalisation config apply, e.g. MiniLM's mean).
+
+    `model` is a local folder, a hub id or a `pkg://` reference to a model shipped in a package.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        name: str | None = None,
+        device: str = "auto",
+        normalize: bool = True,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        query_prefix: str = "",
+        passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
+    ) -> None:
+        super().__init__(name or model, model, normalize, batch_size, query_prefix, passage_template)
+        self.device = device
+        self.max_length = max_length
+
+    @property
+    def dim(self) -> int:
+        return self._load().get_embedding_dimension()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "max_length": self.max_length}
+
+    def _load(self) -> Any:
+        path, device = resolve_model_ref(self.model), resolve_device(self.device)
+
+        def load() -> Any:
+            from sentence_transformers import SentenceTransformer
+
+            st = SentenceTransformer(path, device=device)
+            if self.max_length is not None:
+                st.max_seq_length = self.max_length
+            return st
+
+        return _shared_model(("sentence-transformers", path, device, self.max_length), load)
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self._load().encode(
+            texts,
+            batch_size=batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=False,
+        )
+
+
+class FlagEmbedder(Embedder):
+    """A FlagEmbedding model: BGE-M3 dense vectors when the model is a bge-m3, else `FlagModel`.
+
+    FlagModel pools with `pooling_method` (CLS by default, as BGE is trained); a mean-pooled model such
+    as MiniLM must say pooling_method="mean". Normalisation is done here, not by FlagEmbedding, so one
+    loaded model serves embedders that differ only in `normalize`.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        name: str | None = None,
+        device: str = "auto",
+        normalize: bool = True,
+        batch_size: int = 64,
+        max_length: int = 512,
+        pooling_method: str = "cls",
+        use_fp16: bool = False,
+        query_prefix: str = "",
+        passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
+    ) -> None:
+        super().__init__(name or model, model, normalize, batch_size, query_prefix, passage_template)
+        self.device = device
+        self.max_length = max_length
+        self.pooling_method = pooling_method
+        self.use_fp16 = use_fp16
+        self.is_m3 = "bge-m3" in model.lower()
+
+    @cached_property
+    def dim(self) -> int:
+        """The encoder's hidden size (FlagEmbedding pools without a projection), read from its config."""
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(resolve_model_ref(self.model)).hidden_size
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "max_length": self.max_length, "pooling_method": self.pooling_method}
+
+    def _load(self) -> Any:
+        path, device = resolve_model_ref(self.model), resolve_device(self.device)
+
+        def load() -> Any:
+            from FlagEmbedding import BGEM3FlagModel, FlagModel
+
+            return (BGEM3FlagModel if self.is_m3 else FlagModel)(
+                path,
+                normalize_embeddings=False,
+                use_fp16=self.use_fp16,
+                pooling_method=self.pooling_method,
+                devices=[device],
+            )
+
+        key = ("flagembedding", path, device, self.is_m3, self.pooling_method, self.use_fp16)
+        return _shared_model(key, load)
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        model = self._load()
+        if self.is_m3:
+            out = model.encode(
+                texts,
+                batch_size=batch_size,
+                max_length=self.max_length,
+                return_dense=True,
+                return_sparse=False,
+                return_colbert_vecs=False,
+            )
+            return out["dense_vecs"]
+        return model.encode(texts, batch_size=batch_size, max_length=self.max_length)

@@ -1,0 +1,64 @@
+"""The manifest saved beside every index: what it was built from, so a stale cache is refused, not used.
+
+`manifest.json` is written last when an index is saved, so a directory without one is an unfinished
+build and is treated as absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import hoprag
+
+MANIFEST = "manifest.json"
+
+
+class IndexMismatchError(ValueError):
+    """A saved index was built from another corpus or with other settings than the ones requested."""
+
+
+def new_manifest(kind: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        **fields,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hoprag_version": hoprag.__version__,
+    }
+
+
+def write_manifest(directory: Path, manifest: Mapping[str, Any]) -> None:
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def read_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"no {kind} index in {directory} ({MANIFEST} missing)")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if manifest.get("kind") != kind:
+        raise IndexMismatchError(f"{directory} holds a {manifest.get('kind')!r} index, not a {kind!r} one")
+    return manifest
+
+
+def check_manifest(directory: str | Path, manifest: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+    """Raise IndexMismatchError naming every field of `expected` that the saved manifest contradicts."""
+    diffs = [
+        f"{key}: saved {manifest.get(key)!r}, requested {value!r}"
+        for key, value in expected.items()
+        if manifest.get(key) != value
+    ]
+    if diffs:
+        raise IndexMismatchError(
+            f"the index in {directory} does not match the request ({'; '.join(diffs)}); "
+            "rebuild it (force=true) or point cache_dir elsewhere"
+        )
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a model or factory name: `IVF1024,PQ64` -> `ivf1024-pq64`."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-.") or "x"

@@ -1,0 +1,241 @@
+"""The one retrieval interface every method uses: a batch of queries in, ranked passages out.
+
+Retrievers are built from a corpus (`Retriever(corpus=passages, ...)`, which is how Hydra `_partial_`
+configs finish them) and cache their index under `cache_dir`, keyed by the corpus fingerprint, so a
+second run on the same corpus loads instead of re-encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from hoprag.data.types import Passage
+from hoprag.retrieval.dense import DenseIndex
+from hoprag.retrieval.embedders import Embedder
+from hoprag.retrieval.fingerprint import corpus_fingerprint
+from hoprag.retrieval.fusion import reciprocal_rank_fusion
+from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, slug
+from hoprag.retrieval.sparse import BM25Index
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INDEX = {
+    "factory": "Flat",
+    "ef_search": None,
+    "nprobe": None,
+    "use_gpu": "auto",
+    "chunk_size": 2048,
+    "train_size": 100_000,
+    "save_embeddings": False,
+}
+
+IndexT = TypeVar("IndexT", DenseIndex, BM25Index)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage with its retriever-specific score."""
+
+    passage: Passage
+    score: float
+    rank: int  # 1-based
+
+
+class Retriever:
+    """Searches `passages` (the corpus, in index order); `calls` counts query strings searched (cost).
+
+    Retrievers with an index report `build_seconds` (from the manifest when loaded) and `from_cache`.
+    Subclasses implement `_search`.
+    """
+
+    build_seconds: float = 0.0
+    from_cache: bool = False
+
+    def __init__(self, corpus: Sequence[Passage]) -> None:
+        self.passages: list[Passage] = list(corpus)
+        self._by_id = {p.id: p for p in self.passages}
+        if len(self._by_id) != len(self.passages):
+            repeats = len(self.passages) - len(self._by_id)
+            raise ValueError(f"the corpus has duplicate passage ids ({repeats} repeats)")
+        self.calls = 0
+
+    def get(self, passage_id: str) -> Passage:
+        return self._by_id[passage_id]
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """One list of at most k hits per query, best first."""
+        if isinstance(queries, str):
+            raise TypeError("search() takes a batch of queries: wrap a single query in a list")
+        queries = list(queries)
+        self.calls += len(queries)
+        return self._search(queries, k)
+
+    def reset_calls(self) -> int:
+        """Zero the call counter and return what it was."""
+        calls, self.calls = self.calls, 0
+        return calls
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        raise NotImplementedError
+
+    def _hits(self, scores: np.ndarray, indices: np.ndarray) -> list[list[Hit]]:
+        """Hits from (n_queries, k) index results; row index -1 (no result) is skipped."""
+        results = []
+        for row_scores, row_ids in zip(scores.tolist(), indices.tolist()):
+            found = [(s, i) for s, i in zip(row_scores, row_ids) if i >= 0]
+            results.append([Hit(self.passages[i], s, rank) for rank, (s, i) in enumerate(found, start=1)])
+        return results
+
+
+def _index_dir(cache_dir: str | None, kind: str, *name: str) -> Path | None:
+    return Path(cache_dir).expanduser() / kind / "-".join(name) if cache_dir is not None else None
+
+
+def _cached(
+    directory: Path | None, force: bool, load: Callable[[], IndexT], build: Callable[[], IndexT]
+) -> tuple[IndexT, bool]:
+    """Load the index saved in `directory` if it matches, else build it (and save it there)."""
+    if directory is not None and not force and (directory / MANIFEST).is_file():
+        try:
+            return load(), True
+        except IndexMismatchError as err:
+            log.warning("%s: rebuilding", err)
+    if directory is not None and directory.exists():
+        shutil.rmtree(directory)
+    index = build()
+    if directory is not None:
+        index.save(directory)
+    return index, False
+
+
+class DenseRetriever(Retriever):
+    """Embedding search over a FAISS index. `index` configures it (keys of DEFAULT_INDEX: FAISS `factory`,
+    `ef_search`, `nprobe`, `use_gpu`, build `chunk_size` and `train_size`, and `save_embeddings`, which
+    keeps a float32 memmap of the passage vectors in the cache directory as `.index.embeddings`)."""
+
+    def __init__(
+        self,
+        corpus: Sequence[Passage],
+        embedder: Embedder,
+        index: Mapping[str, Any] | None = None,
+        cache_dir: str | None = None,
+        force: bool = False,
+        batch_size: int = 64,
+    ) -> None:
+        super().__init__(corpus)
+        self.embedder = embedder
+        self.batch_size = batch_size
+        settings = {**DEFAULT_INDEX, **(index or {})}
+        unknown = set(settings) - set(DEFAULT_INDEX)
+        if unknown:
+            raise TypeError(f"unknown dense index settings {sorted(unknown)}; known: {sorted(DEFAULT_INDEX)}")
+        if settings["save_embeddings"] and cache_dir is None:
+            raise ValueError("save_embeddings needs a cache_dir to keep the embeddings in")
+        factory = settings["factory"]
+        fingerprint = corpus_fingerprint(self.passages)
+        self.index_dir = _index_dir(cache_dir, "dense", fingerprint[:16], slug(embedder.name), slug(factory))
+        search_params = {k: settings[k] for k in ("ef_search", "nprobe", "use_gpu")}
+
+        def load() -> DenseIndex:
+            loaded = DenseIndex.load(self.index_dir, embedder, fingerprint, factory=factory, **search_params)
+            if settings["save_embeddings"] and loaded.embeddings is None:
+                raise IndexMismatchError(f"the index in {self.index_dir} was saved without its embeddings")
+            return loaded
+
+        def build() -> DenseIndex:
+            if self.index_dir is not None:
+                self.index_dir.mkdir(parents=True)
+            return DenseIndex.build(
+                self.passages,
+                embedder,
+                factory,
+                batch_size=batch_size,
+                chunk_size=settings["chunk_size"],
+                train_size=settings["train_size"],
+                embeddings_path=self.index_dir / "embeddings.npy" if settings["save_embeddings"] else None,
+                corpus_fingerprint=fingerprint,
+                **search_params,
+            )
+
+        self.index, self.from_cache = _cached(self.index_dir, force, load, build)
+        self.build_seconds = self.index.build_seconds
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        """Search with query vectors made elsewhere (e.g. TreeHop's updated query embeddings)."""
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.index.dim)
+        self.calls += len(vectors)
+        return self._hits(*self.index.search(vectors, k))
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        vectors = self.embedder.encode_queries(queries, batch_size=self.batch_size)
+        return self._hits(*self.index.search(vectors, k))
+
+
+class BM25Retriever(Retriever):
+    """Lexical BM25 search (bm25s) over titles and texts."""
+
+    def __init__(
+        self,
+        corpus: Sequence[Passage],
+        cache_dir: str | None = None,
+        force: bool = False,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        stemmer: str | None = "english",
+    ) -> None:
+        super().__init__(corpus)
+        fingerprint = corpus_fingerprint(self.passages)
+        self.index_dir = _index_dir(cache_dir, "bm25", fingerprint[:16], slug(method))
+        settings = {"k1": k1, "b": b, "method": method, "stemmer": stemmer}
+        self.index, self.from_cache = _cached(
+            self.index_dir,
+            force,
+            lambda: BM25Index.load(self.index_dir, fingerprint, **settings),
+            lambda: BM25Index.build(self.passages, corpus_fingerprint=fingerprint, **settings),
+        )
+        self.build_seconds = self.index.build_seconds
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        return self._hits(*self.index.search(queries, k))
+
+
+class FusionRetriever(Retriever):
+    """Reciprocal-rank fusion of a dense and a sparse retriever, each searched to `depth`.
+
+    `dense` and `sparse` are retrievers, or factories (Hydra `_partial_` objects) called with
+    `corpus=corpus`. `calls` counts each query once; the two inner retrievers keep their own counts.
+    """
+
+    def __init__(
+        self,
+        corpus: Sequence[Passage],
+        dense: Callable[..., Retriever] | Retriever,
+        sparse: Callable[..., Retriever] | Retriever,
+        rrf_k: int = 60,
+        depth: int = 100,
+    ) -> None:
+        super().__init__(corpus)
+        self.dense = dense if isinstance(dense, Retriever) else dense(corpus=self.passages)
+        self.sparse = sparse if isinstance(sparse, Retriever) else sparse(corpus=self.passages)
+        self.rrf_k = rrf_k
+        self.depth = depth
+        self.build_seconds = self.dense.build_seconds + self.sparse.build_seconds
+        self.from_cache = self.dense.from_cache and self.sparse.from_cache
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        depth = max(self.depth, k)
+        results = []
+        dense, sparse = self.dense.search(queries, depth), self.sparse.search(queries, depth)
+        for dense_hits, sparse_hits in zip(dense, sparse):
+            rankings = [[h.passage.id for h in dense_hits], [h.passage.id for h in sparse_hits]]
+            fused = reciprocal_rank_fusion(rankings, k=self.rrf_k)[:k]
+            results.append([Hit(self.get(i), score, rank) for rank, (i, score) in enumerate(fused, start=1)])
+        return results

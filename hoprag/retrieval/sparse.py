@@ -1,0 +1,107 @@
+"""A BM25 index (bm25s) over passage titles and texts, with English stop words and Snowball stemming."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+import Stemmer
+
+from hoprag.data.types import Passage
+from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
+from hoprag.retrieval.manifest import check_manifest, new_manifest, read_manifest, write_manifest
+
+IDS_FILE = "ids.json"
+KIND = "bm25"
+STOPWORDS = "en"
+
+
+class BM25Index:
+    """Passage ids in index order and the bm25s model scoring them; queries are tokenized like passages."""
+
+    def __init__(self, model: bm25s.BM25, ids: list[str], manifest: dict[str, Any]) -> None:
+        self.model = model
+        self.ids = ids
+        self.manifest = manifest
+        self._stemmer = Stemmer.Stemmer(manifest["stemmer"]) if manifest["stemmer"] else None
+
+    @property
+    def build_seconds(self) -> float:
+        return self.manifest["build_seconds"]
+
+    @classmethod
+    def build(
+        cls,
+        passages: Sequence[Passage],
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        stemmer: str | None = "english",
+        corpus_fingerprint: str | None = None,
+        progress: bool = False,
+    ) -> BM25Index:
+        """Index `title + "\\n" + text` of every passage (`stemmer=None` turns stemming off)."""
+        if len(passages) == 0:
+            raise ValueError("cannot build a BM25 index over an empty corpus")
+        fingerprint = corpus_fingerprint or fingerprint_of(passages)
+        started = time.perf_counter()
+        tokens = bm25s.tokenize(
+            [p.contents for p in passages],
+            stopwords=STOPWORDS,
+            stemmer=Stemmer.Stemmer(stemmer) if stemmer else None,
+            show_progress=progress,
+        )
+        model = bm25s.BM25(k1=k1, b=b, method=method)
+        model.index(tokens, show_progress=progress)
+        manifest = new_manifest(
+            KIND,
+            k1=k1,
+            b=b,
+            method=method,
+            stemmer=stemmer,
+            stopwords=STOPWORDS,
+            corpus_fingerprint=fingerprint,
+            num_passages=len(passages),
+            build_seconds=round(time.perf_counter() - started, 3),
+        )
+        return cls(model, [p.id for p in passages], manifest)
+
+    def save(self, directory: str | Path) -> None:
+        """Write the bm25s arrays, the id map and (last, marking the save complete) the manifest."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save(str(directory), show_progress=False)
+        (directory / IDS_FILE).write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
+        write_manifest(directory, self.manifest)
+
+    @classmethod
+    def load(cls, directory: str | Path, corpus_fingerprint: str | None = None, **settings: Any) -> BM25Index:
+        """Load a saved index; IndexMismatchError if it was built over another corpus or with other
+        `settings` (any of k1, b, method, stemmer) than those given."""
+        directory = Path(directory)
+        manifest = read_manifest(directory, KIND)
+        unknown = set(settings) - {"k1", "b", "method", "stemmer"}
+        if unknown:
+            raise TypeError(f"unknown BM25 settings {sorted(unknown)}")
+        if corpus_fingerprint is not None:
+            settings["corpus_fingerprint"] = corpus_fingerprint
+        check_manifest(directory, manifest, settings)
+        model = bm25s.BM25.load(str(directory), show_progress=False)
+        ids = json.loads((directory / IDS_FILE).read_text(encoding="utf-8"))
+        return cls(model, ids, manifest)
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k BM25 scores for a batch of queries: (scores, row indices), both (n_queries, min(k, n))."""
+        k = min(k, len(self.ids))
+        if k <= 0 or len(queries) == 0:
+            return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
+        tokens = bm25s.tokenize(
+            list(queries), stopwords=STOPWORDS, stemmer=self._stemmer, return_ids=False, show_progress=False
+        )
+        indices, scores = self.model.retrieve(tokens, k=k, show_progress=False)
+        return scores, indices
