@@ -32,8 +32,11 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample, then
+# standard RAG with SmolLM2 on a handful of its questions (the dense index is reused from step one).
 demo: $(STAMP)
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m hoprag.demo
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m hoprag.eval_retrieval data=hotpotqa
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=8
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) scripts/bench_retrieval.py

@@ -1,1 +1,1 @@
-"""Evaluation: retrieval-only evaluation now; the QA runner, traces and cost records build on it."""
+"""Evaluation: per-question cost records, retrieval-only evaluation, and the QA runner behind `eval.py`."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from hoprag.data.types import Passage
+from hoprag.evaluation.cost import Cost, charge_evenly
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
@@ -69,13 +71,27 @@ class Retriever:
     def get(self, passage_id: str) -> Passage:
         return self._by_id[passage_id]
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """One list of at most k hits per query, best first."""
+    def search(
+        self, queries: Sequence[str], k: int, costs: Sequence[Cost | None] | None = None, stage: str = "retrieval"
+    ) -> list[list[Hit]]:
+        """One list of at most k hits per query, best first.
+
+        `costs` (one record or None per query) are charged one retrieval call each, the ids of the
+        passages their query got, and an even share of the call's wall time under `stage`.
+        """
         if isinstance(queries, str):
             raise TypeError("search() takes a batch of queries: wrap a single query in a list")
         queries = list(queries)
+        if costs is not None and len(costs) != len(queries):
+            raise ValueError(f"{len(costs)} cost records for {len(queries)} queries")
         self.calls += len(queries)
-        return self._search(queries, k)
+        started = time.perf_counter()
+        results = self._search(queries, k)
+        share = charge_evenly(costs, time.perf_counter() - started)
+        for cost, hits in zip(costs or (), results):
+            if cost is not None:
+                cost.add_retrieval([h.passage.id for h in hits], share, stage)
+        return results
 
     def reset_calls(self) -> int:
         """Zero the call counter and return what it was."""

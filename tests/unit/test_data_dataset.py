@@ -47,12 +47,16 @@ def test_qadataset_explicit_corpus_and_absolute_path():
 
 
 DATA_CONFIGS = sorted((PROJECT_ROOT / "conf" / "data").glob("*.yaml"))
+# generic configs leave their files to the command line (data=flashrag): a bundled FlashRAG pair fills them
+FLASHRAG_PAIR = {"questions": "bamboogle/test.jsonl", "corpus": "bamboogle/wiki18_passages.jsonl"}
 
 
 @pytest.mark.skipif(not DATA_CONFIGS, reason="no conf/data configs in this checkout")
 @pytest.mark.parametrize("config", DATA_CONFIGS, ids=lambda p: p.stem)
 def test_hydra_data_configs_instantiate(config: Path):
     cfg = OmegaConf.create({"paths": {"data_dir": None}, "limit": 5, "data": OmegaConf.load(config)})
+    for key in OmegaConf.missing_keys(cfg):
+        OmegaConf.update(cfg, key, FLASHRAG_PAIR[key.split(".")[-1]])
     ds = instantiate(cfg.data)
     assert isinstance(ds, QADataset)
     assert len(ds) == 5 and {ex.dataset for ex in ds} == {ds.name}

@@ -367,3 +367,20 @@ def test_hydra_partial_config_builds_a_retriever(tmp_path):
     retriever = instantiate(cfg, embedder=HashEmbedder())(corpus=HAND)
     assert isinstance(retriever, Retriever)
     assert retriever.search(["capital of France"], 1)[0][0].passage.id == "c"
+
+
+def test_search_charges_each_query_its_cost_record():
+    from hoprag.evaluation.cost import Cost
+
+    retriever = BM25Retriever(corpus=HAND)
+    costs = [Cost(), None, Cost()]
+    hits = retriever.search(["drummer of Rush", "Paris", "rock band"], 2, costs=costs, stage="hop1")
+    assert costs[0].passage_ids == {h.passage.id for h in hits[0]} and len(costs[0].passage_ids) == 2
+    assert costs[2].passage_ids == {h.passage.id for h in hits[2]}
+    assert costs[0].retrieval_calls == costs[2].retrieval_calls == 1 and costs[0].llm_calls == 0
+    assert set(costs[0].seconds) == {"hop1"} and costs[0].seconds["hop1"] == costs[2].seconds["hop1"] >= 0
+    retriever.search(["Toto"], 1, costs=costs[:1])  # a second call adds to the same record
+    assert costs[0].retrieval_calls == 2 and "b" in costs[0].passage_ids
+    assert set(costs[0].seconds) == {"hop1", "retrieval"} and retriever.calls == 4
+    with pytest.raises(ValueError, match="2 cost records for 1 queries"):
+        retriever.search(["Toto"], 1, costs=costs[:2])

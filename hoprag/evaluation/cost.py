@@ -1,0 +1,51 @@
+"""Per-question cost records: cost is a first-class metric of every evaluation.
+
+Methods batch work across questions, so each LLM or retrieval call is charged to the questions whose
+prompts or queries it carried: tokens exactly, wall time split evenly over the batch (an amortised,
+batched latency, as PruneRAG reports it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Cost:
+    """What answering one question cost: LLM calls and tokens, retrieval calls, passages read, seconds per stage."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retrieval_calls: int = 0
+    passage_ids: set[str] = field(default_factory=set)
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    def add_llm(self, prompt_tokens: int, completion_tokens: int, seconds: float, stage: str = "llm") -> None:
+        self.llm_calls += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.seconds[stage] += seconds
+
+    def add_retrieval(self, passage_ids: Iterable[str], seconds: float, stage: str = "retrieval") -> None:
+        self.retrieval_calls += 1
+        self.passage_ids.update(passage_ids)
+        self.seconds[stage] += seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "retrieval_calls": self.retrieval_calls,
+            "passages_read": len(self.passage_ids),
+            "seconds": {stage: round(s, 4) for stage, s in sorted(self.seconds.items())},
+        }
+
+
+def charge_evenly(costs: Sequence[Cost | None] | None, seconds: float) -> float:
+    """The share of a batched call's wall time charged to each of its items."""
+    return seconds / len(costs) if costs else 0.0

@@ -1,0 +1,76 @@
+"""`predictions.jsonl`: the run's durable record, one JSON line per answered question.
+
+Lines are appended and fsynced batch by batch, so a killed run loses at most the batch in flight. On
+reopening, a truncated last line (the only damage a kill can do to an append-only file) is dropped and the
+file rewritten cleanly; any other broken line, or an id answered twice, is an error rather than a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hoprag.data.records import DataFormatError
+
+log = logging.getLogger(__name__)
+
+
+class PredictionFile:
+    """The records of `path` (`.records`, `.ids`), loaded on opening; `overwrite` starts an empty file."""
+
+    def __init__(self, path: str | os.PathLike, overwrite: bool = False) -> None:
+        self.path = Path(path)
+        if overwrite:
+            self.path.unlink(missing_ok=True)
+        self.records: list[dict[str, Any]] = self._load() if self.path.exists() else []
+        self.ids: set[str] = {r["id"] for r in self.records}
+
+    def _load(self) -> list[dict[str, Any]]:
+        raw = self.path.read_bytes()
+        lines = [(n, line) for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
+        records, seen = [], set()
+        for i, (n, line) in enumerate(lines):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if i < len(lines) - 1:
+                    raise DataFormatError(f"{self.path}, line {n}: not JSON (only a truncated last line may be)")
+                log.warning("%s: dropping a truncated last line (a killed run was writing it)", self.path)
+                break
+            if not isinstance(record, dict) or "id" not in record:
+                raise DataFormatError(f"{self.path}, line {n}: not a prediction record")
+            if record["id"] in seen:
+                raise DataFormatError(f"{self.path}, line {n}: question {record['id']!r} is answered twice")
+            seen.add(record["id"])
+            records.append(record)
+        if len(records) != len(lines) or (raw and not raw.endswith(b"\n")):
+            self._rewrite(records)
+        return records
+
+    def _rewrite(self, records: list[dict[str, Any]]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(_line(r) for r in records)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        records = list(records)
+        repeated = [r["id"] for r in records if r["id"] in self.ids]
+        if repeated or len({r["id"] for r in records}) != len(records):
+            raise ValueError(f"{self.path}: refusing to write questions twice: {repeated or 'within one batch'}")
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.writelines(_line(r) for r in records)
+            f.flush()
+            os.fsync(f.fileno())
+        self.records.extend(records)
+        self.ids.update(r["id"] for r in records)
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False) + "\n"

@@ -1,0 +1,28 @@
+"""LLM backends behind one interface (`LLM.generate`: batched, with token log-probs and cost accounting).
+
+Backends: `HFLLM` (transformers, GGUF files included), `OpenAICompatLLM` (any OpenAI-compatible server),
+`VLLMLLM` (vLLM in-process, the optional `hoprag[vllm]` extra) and `ScriptedLLM` (rule-driven, for tests).
+Heavy libraries (torch, transformers, vllm) are imported only when a backend loads its model.
+"""
+
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, Usage, cut_at_stop
+from hoprag.llm.hf import HFLLM
+from hoprag.llm.openai_compat import LLMConnectionError, LLMError, LLMRequestError, OpenAICompatLLM
+from hoprag.llm.scripted import ScriptedLLM
+from hoprag.llm.vllm import VLLMLLM
+
+__all__ = [
+    "HFLLM",
+    "LLM",
+    "VLLMLLM",
+    "Generation",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMRequestError",
+    "OpenAICompatLLM",
+    "Prompt",
+    "SamplingParams",
+    "ScriptedLLM",
+    "Usage",
+    "cut_at_stop",
+]

@@ -1,0 +1,146 @@
+"""A scripted LLM: replies and log-probs come from rules a test sets up, so method logic is testable exactly.
+
+    llm = ScriptedLLM(rules=[(r"capital of (\\w+)", r"Answer: the capital of \\1", -0.1),
+                             (lambda p: "yes or no" in p, ["yes", "no"], [-0.2])],
+                      default_reply="I don't know")
+
+A prompt is rendered to text (chat messages as "role: content" lines) and the first matching rule answers
+it; a regex pattern is searched (`re.search`) and its reply is a `Match.expand` template (`\\1`,
+`\\g<name>`). A reply is a string, a list of strings (sample j of a prompt gets item j, cycling) or a
+callable of the rendered prompt returning either. Tokens are the whitespace-split words of a reply, each
+with the rule's log-prob (one float for every token, or one per token). Stop strings and
+`max_new_tokens` cut text and tokens as `HFLLM` does; nothing is random, so every run is identical. `delay` sleeps once per batched call (to measure framework overhead against a fixed
+"model time").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
+
+Pattern = Union[str, re.Pattern, Callable[[str], bool]]
+Reply = Union[str, Sequence[str], Callable[[str], Union[str, Sequence[str]]]]
+LogProb = Union[float, Sequence[float]]
+
+
+def render(prompt: Prompt) -> str:
+    """The text a scripted rule sees: a plain prompt as is, chat messages as "role: content" lines."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(f"{m['role']}: {m['content']}" for m in prompt)
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: Pattern
+    reply: Reply
+    logprob: LogProb
+
+    def replies(self, text: str) -> list[str] | None:
+        """The replies (one per sample, cycled) if this rule matches `text`, else None."""
+        if callable(self.pattern):
+            if not self.pattern(text):
+                return None
+            match = None
+        elif (match := re.search(self.pattern, text)) is None:
+            return None
+        reply = self.reply(text) if callable(self.reply) else self.reply
+        replies = [reply] if isinstance(reply, str) else list(reply)
+        if not replies:
+            raise ValueError(f"rule {self.pattern!r} gave no reply")
+        if match is None or callable(self.reply):
+            return replies
+        return [match.expand(r) for r in replies]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded `generate` call: the prompts as given and the resolved sampling parameters."""
+
+    prompts: list[Prompt]
+    params: SamplingParams
+
+    @property
+    def texts(self) -> list[str]:
+        return [render(p) for p in self.prompts]
+
+
+class ScriptedLLM(LLM):
+    """Deterministic replies from `rules` (`(pattern, reply)` or `(pattern, reply, logprob)`), else
+    `default_reply` with `default_logprob`. `default` holds the sampling defaults, as for every backend."""
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        rules: Sequence[Sequence[Any]] = (),
+        default_reply: Reply = "",
+        default_logprob: LogProb = -1.0,
+        delay: float = 0.0,
+        default: SamplingParams | Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(default)
+        self.rules = [Rule(r[0], r[1], r[2] if len(r) > 2 else default_logprob) for r in rules]
+        self.fallback = Rule(lambda _: True, default_reply, default_logprob)
+        self.delay = delay
+        self.calls: list[Call] = []
+
+    def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
+        self.calls.append(Call(prompts, params))
+        if self.delay:
+            time.sleep(self.delay)
+        outputs = []
+        for prompt in prompts:
+            text = render(prompt)
+            rule, replies = self._match(text)
+            prompt_tokens = len(text.split())
+            outputs.append(
+                [_generation(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)]
+            )
+        return outputs
+
+    def _match(self, text: str) -> tuple[Rule, list[str]]:
+        for rule in self.rules:
+            replies = rule.replies(text)
+            if replies is not None:
+                return rule, replies
+        return self.fallback, self.fallback.replies(text)
+
+
+def _generation(reply: str, logprob: LogProb, prompt_tokens: int, params: SamplingParams) -> Generation:
+    """Decode `reply` as a backend would: at most `max_new_tokens` tokens, cut before a stop string.
+
+    As for `HFLLM`, `tokens` cover the kept text (a token straddling the cut is kept) and
+    `completion_tokens` counts every token generated, up to the one completing a stop string.
+    """
+    spans = [m.span() for m in re.finditer(r"\S+", reply)]
+    if isinstance(logprob, (int, float)):
+        logprobs = [float(logprob)] * len(spans)
+    elif len(logprob) < len(spans):
+        raise ValueError(f"{len(logprob)} log-probs for the {len(spans)} tokens of reply {reply!r}")
+    else:
+        logprobs = [float(x) for x in logprob]
+    finish = "stop"
+    if len(spans) > params.max_new_tokens:
+        spans = spans[: params.max_new_tokens]
+        reply, finish = reply[: spans[-1][1]], "length"
+    text, stopped = cut_at_stop(reply, params.stop)
+    generated = len(spans)
+    if stopped:
+        finish = "stop"
+        stop_end = len(text) + min(len(s) for s in params.stop if s and reply.startswith(s, len(text)))
+        generated = sum(start < stop_end for start, _ in spans)
+    kept = [(start, end) for start, end in spans if start < len(text)]
+    return Generation(
+        text=text,
+        tokens=tuple(reply[start:end] for start, end in kept),
+        logprobs=tuple(logprobs[: len(kept)]),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=generated,
+        finish_reason=finish,
+    )

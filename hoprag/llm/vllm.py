@@ -1,0 +1,138 @@
+"""vLLM in-process (the optional `hoprag[vllm]` extra, for GPU machines).
+
+`vllm` is imported by the constructor only, so hoprag works without it; the engine starts on the first
+`generate` and is shared per process by every `VLLMLLM` with the same engine arguments (an engine holds
+the GPU memory it reserved). Prompts are rendered with the model's chat template
+(`get_tokenizer().apply_chat_template`) and passed as token ids, so no second BOS is added. Sampling
+maps one to one (`n`, `temperature`, `top_p`, `max_tokens`, `stop`, `seed`), with no model-specific
+extras; `logprobs=0` asks for the chosen token's log-prob only, which vLLM computes from the raw model
+distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settable via `engine_kwargs`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
+from hoprag.llm.openai_compat import _covering
+from hoprag.utils.bundled import resolve_model_ref
+
+_ENGINES: dict[Hashable, Any] = {}
+_LOCK = threading.Lock()
+
+
+class VLLMLLM(LLM):
+    """A model served by an in-process vLLM engine."""
+
+    def __init__(
+        self,
+        model: str,
+        name: str | None = None,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        chat_template: bool = True,
+        logprobs: bool = True,
+        seed: int = 0,
+        trust_remote_code: bool = False,
+        engine_kwargs: Mapping[str, Any] | None = None,
+        default: SamplingParams | Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(default)
+        try:
+            import vllm
+        except ImportError as err:
+            raise ImportError(
+                "VLLMLLM needs vLLM, an optional extra for GPU machines: pip install 'hoprag[vllm]' "
+                "(or use llm=hf for transformers, or llm=openai for a running vLLM server)"
+            ) from err
+        self._vllm = vllm
+        self.model = model
+        self.name = name or model
+        self.chat_template = chat_template
+        self.logprobs = logprobs
+        self.engine_args: dict[str, Any] = {
+            "model": resolve_model_ref(model),
+            "dtype": dtype,
+            "tensor_parallel_size": tensor_parallel_size,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "seed": seed,
+            "trust_remote_code": trust_remote_code,
+            **({"max_model_len": max_model_len} if max_model_len else {}),
+            **dict(engine_kwargs or {}),
+        }
+
+    @property
+    def engine(self) -> Any:
+        """The process-wide `vllm.LLM` for these engine arguments (started on first use)."""
+        key = tuple(sorted((k, repr(v)) for k, v in self.engine_args.items()))
+        with _LOCK:
+            if key not in _ENGINES:
+                _ENGINES[key] = self._vllm.LLM(**self.engine_args)
+            return _ENGINES[key]
+
+    def sampling_params(self, params: SamplingParams) -> Any:
+        """The `vllm.SamplingParams` for ours."""
+        return self._vllm.SamplingParams(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            stop=list(params.stop) or None,
+            seed=params.seed,
+            logprobs=0 if self.logprobs else None,
+        )
+
+    def engine_prompt(self, prompt: Prompt) -> dict[str, Any]:
+        """What vLLM is given: the chat-templated token ids, or the raw string when chat_template is off."""
+        if isinstance(prompt, str) and not self.chat_template:
+            return {"prompt": prompt}
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        tokenizer = self.engine.get_tokenizer()
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return {"prompt_token_ids": list(tokenizer(text, add_special_tokens=False)["input_ids"])}
+
+    def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
+        inputs = [self.engine_prompt(p) for p in prompts]
+        outputs = self.engine.generate(inputs, self.sampling_params(params), use_tqdm=False)
+        return [self.convert(out, params) for out in outputs]
+
+    def convert(self, output: Any, params: SamplingParams) -> list[Generation]:
+        """Our Generations from one `vllm.RequestOutput`."""
+        prompt_tokens = len(output.prompt_token_ids or ())
+        gens = []
+        for completion in sorted(output.outputs, key=lambda c: c.index):
+            ids = list(completion.token_ids)
+            kept, stopped = cut_at_stop(completion.text, params.stop)
+            tokens, logprobs = None, None
+            if completion.logprobs is not None:
+                entries = [completion.logprobs[i][t] for i, t in enumerate(ids)]
+                tokens = [self._token_text(e, t) for e, t in zip(entries, ids)]
+                logprobs = [float(e.logprob) for e in entries]
+            else:
+                tokens = [self._token_text(None, t) for t in ids]
+            keep = _covering(tokens, len(kept))
+            finish = "length" if completion.finish_reason == "length" and not stopped else "stop"
+            gens.append(
+                Generation(
+                    text=kept,
+                    tokens=tuple(tokens[:keep]),
+                    logprobs=None if logprobs is None else tuple(logprobs[:keep]),
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=len(ids),
+                    finish_reason=finish,
+                )
+            )
+        return gens
+
+    def _token_text(self, entry: Any, token_id: int) -> str:
+        decoded = getattr(entry, "decoded_token", None)
+        if decoded is not None:
+            return decoded
+        return self.engine.get_tokenizer().decode([token_id])
+
+    def __repr__(self) -> str:
+        return f"VLLMLLM(name={self.name!r}, model={self.model!r})"

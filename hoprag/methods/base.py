@@ -1,0 +1,102 @@
+"""The method interface, its output record, and the registry that maps config names to method classes.
+
+A method answers a batch of questions at once (so LLM and retrieval calls are batched across questions)
+and charges what each question cost to that question's `Cost` record. It is built with its components
+as constructor arguments: the runner passes `llm=` (and `retriever=` when `needs_retriever`) to the
+`_partial_` object Hydra makes from `conf/method/<name>.yaml`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hoprag.data.types import Passage, QAExample
+from hoprag.evaluation.cost import Cost
+from hoprag.llm.base import LLM, Message
+from hoprag.methods.answer_extraction import AnswerExtractor
+from hoprag.retrieval.retrievers import Retriever
+
+_REGISTRY: dict[str, type[Method]] = {}
+
+
+@dataclass
+class MethodOutput:
+    """One answered question: the extracted answer, every passage read (in reading order), the method's
+    trace (JSON-serialisable: raw outputs, scores, tree nodes ...) and whether extraction failed."""
+
+    prediction: str
+    retrieved: list[Passage] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)
+    parse_failed: bool = False
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A system message and a user-message template (`str.format` fields such as {question})."""
+
+    system: str
+    user: str
+
+    def __call__(self, **fields: Any) -> list[Message]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user.format(**fields)}]
+
+
+class Method:
+    """Base class. `answer` returns one `MethodOutput` per example, in order."""
+
+    name: ClassVar[str] = "method"
+    needs_retriever: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever | None = None,
+        extractor: AnswerExtractor | None = None,
+        generation: Mapping[str, Any] | None = None,
+    ) -> None:
+        if self.needs_retriever and retriever is None:
+            raise ValueError(f"method {self.name!r} needs a retriever")
+        self.llm = llm
+        self.retriever = retriever
+        self.extractor = extractor or AnswerExtractor()
+        self.generation = dict(generation or {})  # sampling overrides of the final-answer call
+
+    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        raise NotImplementedError
+
+    def _final_answers(
+        self, prompts: Sequence[list[Message]], costs: Sequence[Cost], retrieved: Sequence[list[Passage]]
+    ) -> list[MethodOutput]:
+        """One batched LLM call for the final answers, then extraction; the raw output goes in the trace."""
+        generations = self.llm.generate(prompts, costs=costs, stage="answer", **self.generation)
+        outputs = []
+        for (generation, *_), passages in zip(generations, retrieved):
+            extraction = self.extractor(generation.text)
+            trace = {"output": generation.text, "mean_logprob": generation.mean_logprob}
+            outputs.append(MethodOutput(extraction.answer, list(passages), trace, extraction.failed))
+        return outputs
+
+
+def register(name: str) -> Callable[[type[Method]], type[Method]]:
+    """Class decorator: make a method available as `get(name)` (and name it)."""
+
+    def add(cls: type[Method]) -> type[Method]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"method name {name!r} is already registered by {_REGISTRY[name].__qualname__}")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return add
+
+
+def get(name: str) -> type[Method]:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown method {name!r}; registered: {', '.join(names())}")
+    return _REGISTRY[name]
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,25 @@
+"""Closed-book baseline: the question alone, one prompt, one answer (what the LLM knows without retrieval)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hoprag.data.types import QAExample
+from hoprag.evaluation.cost import Cost
+from hoprag.llm.base import LLM
+from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+
+
+@register("no_retrieval")
+class NoRetrieval(Method):
+    """`prompt` is a `ChatPrompt` whose user template has a {question} field."""
+
+    needs_retriever = False
+
+    def __init__(self, llm: LLM, prompt: ChatPrompt, **kwargs) -> None:
+        super().__init__(llm, **kwargs)
+        self.prompt = prompt
+
+    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        prompts = [self.prompt(question=ex.question) for ex in examples]
+        return self._final_answers(prompts, costs, [[] for _ in examples])

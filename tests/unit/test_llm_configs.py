@@ -1,0 +1,37 @@
+"""conf/llm/{smollm2,hf,openai,vllm}.yaml instantiate their backends without loading weights or reaching a server."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from hoprag.llm import HFLLM, LLM, OpenAICompatLLM, SamplingParams, VLLMLLM
+from hoprag.llm import hf as hf_backend
+from hoprag.paths import PROJECT_ROOT
+
+CONF = PROJECT_ROOT / "conf" / "llm"
+EXPECTED = {"smollm2": HFLLM, "hf": HFLLM, "openai": OpenAICompatLLM, "vllm": VLLMLLM}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_llm_config_instantiates_lazily(name, monkeypatch):
+    fake = types.ModuleType("vllm")
+    fake.LLM = lambda **kw: pytest.fail("the engine must not start at instantiation")
+    fake.SamplingParams = dict
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    models_before = dict(hf_backend._MODELS)
+    llm = instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
+    assert isinstance(llm, EXPECTED[name]) and isinstance(llm, LLM)
+    assert llm.default == SamplingParams(max_new_tokens=64)
+    assert llm.name
+    assert hf_backend._MODELS == models_before  # nothing loaded
+
+
+def test_smollm2_config_is_the_offline_fp32_default():
+    cfg = OmegaConf.load(CONF / "smollm2.yaml")
+    assert cfg.model == hf_backend.DEFAULT_MODEL and cfg.dtype == "float32" and cfg.threads is None
+    assert cfg.batch_size == 16 and cfg.name == "smollm2-135m-instruct"

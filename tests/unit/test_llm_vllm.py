@@ -1,0 +1,173 @@
+"""VLLMLLM's parameter mapping and output conversion, against a fake `vllm` module (vLLM needs a GPU)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from hoprag.evaluation.cost import Cost
+from hoprag.llm import vllm as vllm_backend
+from hoprag.llm.vllm import VLLMLLM
+
+
+@dataclass
+class FakeSamplingParams:
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+    stop: list[str] | None = None
+    seed: int | None = None
+    logprobs: int | None = None
+
+
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int = 1
+    decoded_token: str | None = None
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list[int]
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str = "stop"
+    cumulative_logprob: float | None = None
+
+
+@dataclass
+class RequestOutput:
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput] = field(default_factory=list)
+
+
+class FakeTokenizer:
+    """Characters are tokens (id = ord); the chat template is a visible, checkable format."""
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+        assert tokenize is False
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": ([0] if add_special_tokens else []) + [ord(c) for c in text]}
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids)
+
+
+class FakeEngine:
+    instances: list[FakeEngine] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.calls: list[tuple[list, FakeSamplingParams]] = []
+        FakeEngine.instances.append(self)
+
+    def get_tokenizer(self) -> FakeTokenizer:
+        return FakeTokenizer()
+
+    def generate(self, inputs, sampling_params, use_tqdm=True):
+        assert use_tqdm is False
+        self.calls.append((inputs, sampling_params))
+        outputs = []
+        for inp in inputs:
+            ids = inp.get("prompt_token_ids") or [ord(c) for c in inp["prompt"]]
+            completions = []
+            for i in range(sampling_params.n):
+                text = f"ans{i}\nmore"  # as if the server did not cut at the stop string
+                token_ids = [ord(c) for c in text] + [2]  # then EOS
+                lps = None
+                if sampling_params.logprobs is not None:
+                    lps = [{t: Logprob(-0.1 * (k + 1), decoded_token=None if t == 2 else chr(t))}
+                           for k, t in enumerate(token_ids)]
+                completions.append(CompletionOutput(index=i, text=text, token_ids=token_ids, logprobs=lps))
+            outputs.append(RequestOutput(prompt_token_ids=ids, outputs=list(reversed(completions))))
+        return outputs
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.LLM = FakeEngine
+    module.SamplingParams = FakeSamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setattr(vllm_backend, "_ENGINES", {})
+    FakeEngine.instances.clear()
+    return module
+
+
+def test_missing_vllm_gives_a_clear_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'hoprag\[vllm\]'"):
+        VLLMLLM(model="Qwen/Qwen2.5-7B-Instruct")
+
+
+def test_engine_starts_lazily_once_with_the_engine_args(fake_vllm):
+    a = VLLMLLM(model="some/model", dtype="bfloat16", max_model_len=4096, engine_kwargs={"enforce_eager": True})
+    assert FakeEngine.instances == []  # nothing started by the constructor
+    b = VLLMLLM(model="some/model", dtype="bfloat16", max_model_len=4096, engine_kwargs={"enforce_eager": True})
+    a.generate(["q"]), b.generate(["q"])
+    assert len(FakeEngine.instances) == 1
+    kw = FakeEngine.instances[0].kwargs
+    assert kw["model"] == "some/model" and kw["dtype"] == "bfloat16" and kw["max_model_len"] == 4096
+    assert kw["enforce_eager"] is True and kw["tensor_parallel_size"] == 1
+
+
+def test_sampling_params_mapping(fake_vllm):
+    llm = VLLMLLM(model="m")
+    sp = llm.sampling_params(llm.default.__class__(max_new_tokens=7, temperature=0.8, top_p=0.9, n=3,
+                                                   stop=("\n",), seed=5))
+    assert (sp.n, sp.temperature, sp.top_p, sp.max_tokens, sp.stop, sp.seed, sp.logprobs) == (
+        3, 0.8, 0.9, 7, ["\n"], 5, 0)
+    greedy = llm.sampling_params(llm.default)
+    assert greedy.temperature == 0.0 and greedy.stop is None and greedy.n == 1
+    assert VLLMLLM(model="m", logprobs=False).sampling_params(llm.default).logprobs is None
+
+
+def test_prompts_use_the_chat_template_as_token_ids(fake_vllm):
+    llm = VLLMLLM(model="m")
+    llm.generate(["hi", [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]])
+    inputs, _ = FakeEngine.instances[0].calls[0]
+    as_text = ["".join(chr(i) for i in inp["prompt_token_ids"]) for inp in inputs]
+    assert as_text == ["<user>hi<assistant>", "<system>s<user>u<assistant>"]  # no BOS (id 0) added
+    raw = VLLMLLM(model="m", chat_template=False)
+    raw.generate(["plain"])
+    assert FakeEngine.instances[0].calls[-1][0] == [{"prompt": "plain"}]
+
+
+def test_output_conversion_cuts_at_stop_and_keeps_choice_order(fake_vllm):
+    llm = VLLMLLM(model="m")
+    costs = [Cost()]
+    [gens] = llm.generate(["q"], temperature=1.0, n=2, stop=["\n"], costs=costs)
+    assert [g.text for g in gens] == ["ans0", "ans1"]
+    g = gens[0]
+    assert g.tokens == ("a", "n", "s", "0")
+    assert g.logprobs == pytest.approx((-0.1, -0.2, -0.3, -0.4))
+    assert g.prompt_tokens == len("<user>q<assistant>")
+    assert g.completion_tokens == len("ans0\nmore") + 1  # everything generated, EOS included
+    assert g.finish_reason == "stop"
+    assert costs[0].completion_tokens == 2 * g.completion_tokens and costs[0].llm_calls == 1
+
+
+def test_without_a_stop_the_eos_token_is_not_reported(fake_vllm):
+    [[g]] = VLLMLLM(model="m").generate(["q"])
+    assert g.text == "ans0\nmore"
+    assert "".join(g.tokens) == g.text and len(g.logprobs) == len(g.text)
+
+
+def test_length_finish_and_missing_logprobs(fake_vllm, monkeypatch):
+    def generate(self, inputs, sampling_params, use_tqdm=True):
+        return [RequestOutput([1, 2], [CompletionOutput(0, "abc", [97, 98, 99], None, finish_reason="length")])]
+
+    monkeypatch.setattr(FakeEngine, "generate", generate)
+    [[g]] = VLLMLLM(model="m", logprobs=False).generate(["q"])
+    assert (g.text, g.tokens, g.logprobs, g.finish_reason) == ("abc", ("a", "b", "c"), None, "length")
+    assert (g.prompt_tokens, g.completion_tokens) == (2, 3)

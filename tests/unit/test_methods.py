@@ -1,0 +1,122 @@
+"""The baselines driven by the scripted LLM: exact prompts, batched calls, predictions, per-question costs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hydra.utils import instantiate
+
+from hoprag.data.types import Passage, QAExample
+from hoprag.evaluation.cost import Cost
+from hoprag.llm import ScriptedLLM
+from hoprag.llm.scripted import render
+from hoprag.methods import ChatPrompt, Method, NoRetrieval, StandardRAG, get, names, register
+from hoprag.paths import PROJECT_ROOT
+from hoprag.retrieval import Hit, Retriever
+
+CORPUS = [
+    Passage("p1", "Paris", "Paris is the capital of France."),
+    Passage("p2", "Lyon", "Lyon is a city in France."),
+    Passage("p3", "Berlin", "Berlin is the capital of Germany."),
+]
+EXAMPLES = [
+    QAExample("q1", "What is the capital of France?", ["Paris"]),
+    QAExample("q2", "Which city is in France?", ["Lyon", "Paris"]),
+]
+RAG_PROMPT = ChatPrompt(system="Use the passages.", user="{passages}\n\nQuestion: {question}\nAnswer:")
+
+
+class KeywordRetriever(Retriever):
+    """Ranks passages by words shared with the query (ties in corpus order); records every batch searched."""
+
+    def __init__(self, corpus):
+        super().__init__(corpus)
+        self.batches: list[list[str]] = []
+
+    def _search(self, queries, k):
+        self.batches.append(queries)
+        results = []
+        for query in queries:
+            words = set(re.findall(r"\w+", query.lower()))
+            overlap = [len(words & set(re.findall(r"\w+", p.contents.lower()))) for p in self.passages]
+            order = sorted(range(len(self.passages)), key=lambda i: (-overlap[i], i))[:k]
+            results.append([Hit(self.passages[i], float(overlap[i]), r) for r, i in enumerate(order, 1)])
+        return results
+
+
+def test_standard_rag_retrieves_once_prompts_once_and_extracts():
+    llm = ScriptedLLM(rules=[(r"\[1\] ([^\n]*)", r"**Answer:** \1.", -0.5)])
+    retriever = KeywordRetriever(CORPUS)
+    method = StandardRAG(llm, retriever, prompt=RAG_PROMPT, k=2)
+    costs = [Cost(), Cost()]
+    outputs = method.answer(EXAMPLES, costs)
+
+    assert retriever.batches == [[ex.question for ex in EXAMPLES]]
+    assert len(llm.calls) == 1 and len(llm.calls[0].prompts) == 2
+    assert llm.calls[0].prompts[0] == [
+        {"role": "system", "content": "Use the passages."},
+        {
+            "role": "user",
+            "content": "[1] Paris\nParis is the capital of France.\n\n[2] Berlin\nBerlin is the capital of Germany."
+            "\n\nQuestion: What is the capital of France?\nAnswer:",
+        },
+    ]
+    assert "[1] Lyon\nLyon is a city in France." in llm.calls[0].texts[1]
+
+    assert [o.prediction for o in outputs] == ["Paris.", "Lyon."]
+    assert [[p.id for p in o.retrieved] for o in outputs] == [["p1", "p3"], ["p2", "p1"]]
+    assert not any(o.parse_failed for o in outputs)
+    assert outputs[0].trace == {"output": "**Answer:** Paris.", "mean_logprob": -0.5, "scores": [5.0, 4.0]}
+
+    for cost, prompt, ids in zip(costs, llm.calls[0].texts, [{"p1", "p3"}, {"p1", "p2"}]):
+        assert (cost.llm_calls, cost.retrieval_calls, cost.passage_ids) == (1, 1, ids)
+        assert cost.prompt_tokens == len(prompt.split()) and cost.completion_tokens == 2
+        assert set(cost.seconds) == {"answer", "retrieval"}
+
+
+def test_no_retrieval_asks_the_question_alone():
+    llm = ScriptedLLM(rules=[("France", "The answer is Paris")], default_reply="")
+    method = NoRetrieval(llm, prompt=ChatPrompt("Answer briefly.", "Q: {question}"), generation={"max_new_tokens": 8})
+    costs = [Cost(), Cost(), Cost()]
+    outputs = method.answer([*EXAMPLES, QAExample("q3", "Who wrote Faust?", ["Goethe"])], costs)
+    assert not NoRetrieval.needs_retriever and method.retriever is None
+    assert llm.calls[0].texts[0] == "system: Answer briefly.\nuser: Q: What is the capital of France?"
+    assert llm.calls[0].params.max_new_tokens == 8
+    assert [(o.prediction, o.parse_failed, o.retrieved) for o in outputs] == [
+        ("Paris", False, []),
+        ("Paris", False, []),
+        ("", True, []),  # an empty output is a counted parse failure
+    ]
+    assert [c.retrieval_calls for c in costs] == [0, 0, 0] and [c.llm_calls for c in costs] == [1, 1, 1]
+
+
+def test_a_method_that_needs_a_retriever_refuses_to_start_without_one():
+    with pytest.raises(ValueError, match="needs a retriever"):
+        StandardRAG(ScriptedLLM(), None, prompt=RAG_PROMPT)
+
+
+def test_registry_maps_names_to_classes():
+    assert get("standard_rag") is StandardRAG and get("no_retrieval") is NoRetrieval
+    assert {"no_retrieval", "standard_rag"} <= set(names())
+    with pytest.raises(KeyError, match="registered: .*standard_rag"):
+        get("nope")
+    with pytest.raises(ValueError, match="already registered"):
+        register("standard_rag")(type("Other", (Method,), {}))
+
+
+def test_every_method_config_is_registered_and_answers(compose_cfg):
+    configs = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "method").glob("*.yaml"))
+    assert set(configs) == set(names())
+    for name in configs:
+        cfg = compose_cfg("eval", [f"+method={name}", "llm=scripted"])
+        factory = instantiate(cfg.method)
+        assert factory.func is get(name)
+        retriever = {"retriever": KeywordRetriever(CORPUS)} if factory.func.needs_retriever else {}
+        method = factory(llm=instantiate(cfg.llm), **retriever)
+        outputs = method.answer(EXAMPLES, [Cost(), Cost()])
+        assert len(outputs) == 2
+        prompt = render(method.llm.calls[0].prompts[0])
+        assert EXAMPLES[0].question in prompt and prompt.rstrip().endswith("Answer:")
+        if name == "standard_rag":  # the scripted config answers with the top passage's title
+            assert [o.prediction for o in outputs] == ["Paris", "Lyon"]
