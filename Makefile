@@ -40,6 +40,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) scripts/bench_retrieval.py
+	HF_HUB_OFFLINE=1 $(PY) scripts/bench_llm.py
 
 clean:
 	rm -rf $(VENV) .cache outputs logs .pytest_cache

@@ -3,17 +3,22 @@
     .venv/bin/python scripts/bench_llm.py [--threads 1] [--batch-size 16] [--dtype float32] [--out bench.json]
 
 What is measured, in one run: 16 real RAG-style prompts (the first 16 questions of the bundled HotpotQA
-dev sample, each with --passages of its context paragraphs, gold ones first, rendered with the chat
+dev sample, each with --passages (default 3) of its context paragraphs, gold ones first, rendered with the chat
 template) are answered greedily with up to 64 new tokens
 
-1. batched: one `generate` call, `--batch-size` prompts per forward batch (left padding, sorted by length);
+1. batched: one `generate` call, `--batch-size` prompts per batch (decoded together over a left-padded KV
+   cache, rows leaving as they finish);
 2. sequential: one `generate` call per prompt (batch of one, no padding).
 
 Reported for each: wall seconds, completion tokens (as counted by the backend: up to and including EOS)
 and new tokens/second; then the ratio batched/sequential of tokens/second (the same prompts, so the same
-tokens when the answers agree; how many greedy answers agree is printed too). Model loading and a short
-warm-up generation are not timed. The torch thread count is printed: on a CPU shared with another
-process, fewer threads can be much faster.
+tokens when the answers agree; how many greedy answers agree is printed too). Then (--no-prefill skips
+it) the same batch with max_new_tokens=1, i.e. the prompts' prefill alone, which both modes pay alike
+(on a CPU HFLLM prefills one prompt at a time either way): subtracting it gives the speed-up of the
+decoding phase, the only part batching can change. With ~460-token prompts and ~28-token answers the
+prefill is most of the work, which caps the overall ratio. Model loading and a short warm-up generation
+are not timed. The torch thread count is printed: on a CPU shared with another process, fewer threads
+can be much faster.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ def converted_gguf(
         seconds = time.perf_counter() - started
         source = {"gguf": str(gguf_path), "size": gguf_path.stat().st_size, "seconds": round(seconds, 2)}
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=2) + "\n")
+        os.chmod(tmp, 0o755)  # mkdtemp's folder is private; the cache is not
         if force and target.exists():
             shutil.rmtree(target)
         try:
