@@ -82,11 +82,21 @@ class Retriever:
         if isinstance(queries, str):
             raise TypeError("search() takes a batch of queries: wrap a single query in a list")
         queries = list(queries)
-        if costs is not None and len(costs) != len(queries):
-            raise ValueError(f"{len(costs)} cost records for {len(queries)} queries")
-        self.calls += len(queries)
+        return self._counted(len(queries), lambda: self._search(queries, k), costs, stage)
+
+    def _counted(
+        self,
+        n_queries: int,
+        run: Callable[[], list[list[Hit]]],
+        costs: Sequence[Cost | None] | None,
+        stage: str,
+    ) -> list[list[Hit]]:
+        """Run one batched search of `n_queries`, counting the calls and charging the cost records."""
+        if costs is not None and len(costs) != n_queries:
+            raise ValueError(f"{len(costs)} cost records for {n_queries} queries")
+        self.calls += n_queries
         started = time.perf_counter()
-        results = self._search(queries, k)
+        results = run()
         share = charge_evenly(costs, time.perf_counter() - started)
         for cost, hits in zip(costs or (), results):
             if cost is not None:
@@ -183,11 +193,13 @@ class DenseRetriever(Retriever):
         self.index, self.from_cache = _cached(self.index_dir, force, load, build)
         self.build_seconds = self.index.build_seconds
 
-    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
-        """Search with query vectors made elsewhere (e.g. TreeHop's updated query embeddings)."""
+    def search_vectors(
+        self, vectors: np.ndarray, k: int, costs: Sequence[Cost | None] | None = None, stage: str = "retrieval"
+    ) -> list[list[Hit]]:
+        """Search with query vectors made elsewhere (e.g. TreeHop's updated query embeddings); counted and
+        charged like `search`."""
         vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.index.dim)
-        self.calls += len(vectors)
-        return self._hits(*self.index.search(vectors, k))
+        return self._counted(len(vectors), lambda: self._hits(*self.index.search(vectors, k)), costs, stage)
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         vectors = self.embedder.encode_queries(queries, batch_size=self.batch_size)

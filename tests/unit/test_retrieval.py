@@ -384,3 +384,17 @@ def test_search_charges_each_query_its_cost_record():
     assert set(costs[0].seconds) == {"hop1", "retrieval"} and retriever.calls == 4
     with pytest.raises(ValueError, match="2 cost records for 1 queries"):
         retriever.search(["Toto"], 1, costs=costs[:2])
+
+
+def test_search_vectors_charges_cost_records_like_search(corpus):
+    from hoprag.evaluation.cost import Cost
+
+    retriever = DenseRetriever(corpus=corpus, embedder=HashEmbedder())
+    vectors = retriever.embedder.encode_queries(["w1 w2 w3", "w4 w5"])
+    costs = [Cost(), Cost()]
+    hits = retriever.search_vectors(vectors, 3, costs=costs, stage="hop2")
+    assert [c.passage_ids for c in costs] == [{h.passage.id for h in q} for q in hits]
+    assert all(c.retrieval_calls == 1 and set(c.seconds) == {"hop2"} for c in costs)
+    assert retriever.calls == 2
+    with pytest.raises(ValueError, match="1 cost records for 2 queries"):
+        retriever.search_vectors(vectors, 3, costs=costs[:1])
