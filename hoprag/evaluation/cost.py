@@ -18,14 +18,18 @@ class Cost:
     """What answering one question cost: LLM calls and tokens, retrieval calls, passages read, seconds per stage."""
 
     llm_calls: int = 0
+    llm_cache_hits: int = 0  # of those calls, answered from the generation cache (tokens still charged)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retrieval_calls: int = 0
     passage_ids: set[str] = field(default_factory=set)
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
-    def add_llm(self, prompt_tokens: int, completion_tokens: int, seconds: float, stage: str = "llm") -> None:
+    def add_llm(
+        self, prompt_tokens: int, completion_tokens: int, seconds: float, stage: str = "llm", cached: bool = False
+    ) -> None:
         self.llm_calls += 1
+        self.llm_cache_hits += cached
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.seconds[stage] += seconds
@@ -38,6 +42,7 @@ class Cost:
     def to_dict(self) -> dict[str, Any]:
         return {
             "llm_calls": self.llm_calls,
+            "llm_cache_hits": self.llm_cache_hits,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "retrieval_calls": self.retrieval_calls,

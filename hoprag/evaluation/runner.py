@@ -30,7 +30,7 @@ from hoprag.metrics.aggregate import EvalRow, MetricSuite
 
 PREDICTIONS = "predictions.jsonl"
 METRICS = "metrics.json"
-COUNTS = ("llm_calls", "prompt_tokens", "completion_tokens", "retrieval_calls", "passages_read")
+COUNTS = ("llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens", "retrieval_calls", "passages_read")
 
 
 def require_method(cfg: DictConfig) -> None:
@@ -118,6 +118,7 @@ def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, s
         "parse_failed": output.parse_failed,
         "scores": suite.answer_scores(EvalRow(output.prediction, example.answers)),
         "cost": cost.to_dict(),
+        "stats": dict(output.stats),
         "trace": output.trace,
     }
 
@@ -148,7 +149,7 @@ def summarize(
     totals: dict[str, float] = defaultdict(float)
     for r in records:
         for key in COUNTS:
-            totals[key] += r["cost"][key]
+            totals[key] += r["cost"].get(key, 0)  # older files lack newer counts
         for stage, seconds in r["cost"]["seconds"].items():
             totals[f"seconds/{stage}"] += seconds
             totals["seconds/total"] += seconds
@@ -156,6 +157,12 @@ def summarize(
         digits = 4 if key.startswith("seconds/") else 2
         metrics[f"cost/mean/{key}"] = round(total / len(records), digits)
         metrics[f"cost/total/{key}"] = round(total, digits)
+    stats: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        for key, value in r.get("stats", {}).items():
+            stats[key].append(float(value))
+    for key, values in sorted(stats.items()):  # mean over the questions that report the figure
+        metrics[f"method/{key}"] = round(sum(values) / len(values), 4)
     return metrics
 
 

@@ -69,6 +69,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cache_hits: int = 0  # prompts answered from the generation cache
 
 
 class LLM:
@@ -76,9 +77,21 @@ class LLM:
 
     name: str = "llm"
 
-    def __init__(self, default: SamplingParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, default: SamplingParams | Mapping[str, Any] | None = None, generation_cache: str | None = None
+    ) -> None:
         self.default = default if isinstance(default, SamplingParams) else SamplingParams(**dict(default or {}))
         self.usage = Usage()
+        self.cache = None
+        if generation_cache:  # greedy generations on disk, keyed by the full request (hoprag.llm.cache)
+            from hoprag.llm.cache import GenerationCache
+
+            self.cache = GenerationCache(generation_cache)
+
+    def identity(self) -> str:
+        """What, besides the prompt and the sampling parameters, decides the output: the generation
+        cache's key. Backends name every such setting in their repr."""
+        return repr(self)
 
     def generate(
         self,
@@ -98,17 +111,42 @@ class LLM:
         if not prompts:
             return []
         started = time.perf_counter()
-        outputs = self._generate(list(prompts), params)
+        if self.cache is not None and params.greedy:
+            outputs, cached = self._generate_cached(list(prompts), params)
+        else:
+            outputs, cached = self._generate(list(prompts), params), [False] * len(prompts)
         seconds = time.perf_counter() - started
-        self._account(outputs, costs, seconds, stage)
+        self._account(outputs, costs, seconds, stage, cached)
         return outputs
 
+    def _generate_cached(self, prompts: list[Prompt], params: SamplingParams) -> tuple[list[list[Generation]], list[bool]]:
+        from hoprag.llm.cache import request_key
+
+        identity = self.identity()
+        keys = [request_key(identity, p, params) for p in prompts]
+        found = self.cache.get(keys)
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
+        if todo:
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            fresh = dict(zip(todo, self._generate([prompts[first[k]] for k in todo], params)))
+            self.cache.put(fresh)
+            found |= fresh
+        return [found[k] for k in keys], [k not in todo for k in keys]
+
     def _account(
-        self, outputs: list[list[Generation]], costs: Sequence[Cost | None] | None, seconds: float, stage: str
+        self,
+        outputs: list[list[Generation]],
+        costs: Sequence[Cost | None] | None,
+        seconds: float,
+        stage: str,
+        cached: Sequence[bool],
     ) -> None:
+        """Tokens are charged as generated even on a cache hit (they are the method's cost, whatever
+        served them); the hit is counted, and the seconds are what the call really took."""
         self.usage.calls += 1
         self.usage.prompts += len(outputs)
         self.usage.seconds += seconds
+        self.usage.cache_hits += sum(cached)
         share = charge_evenly(costs, seconds)
         for i, samples in enumerate(outputs):
             prompt_tokens = samples[0].prompt_tokens if samples else 0
@@ -116,7 +154,7 @@ class LLM:
             self.usage.prompt_tokens += prompt_tokens
             self.usage.completion_tokens += completion_tokens
             if costs is not None and costs[i] is not None:
-                costs[i].add_llm(prompt_tokens, completion_tokens, share, stage)
+                costs[i].add_llm(prompt_tokens, completion_tokens, share, stage, cached=cached[i])
 
     def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
         raise NotImplementedError

@@ -163,11 +163,12 @@ class HFLLM(LLM):
         chat_template: bool = True,
         cache_dir: str | None = None,
         default: SamplingParams | Mapping[str, Any] | None = None,
+        generation_cache: str | None = None,
         convert_gguf: bool = True,
         trust_remote_code: bool = False,
         prefill: str = "auto",
     ) -> None:
-        super().__init__(default)
+        super().__init__(default, generation_cache)
         if prefill not in ("auto", "each", "batched"):
             raise ValueError(f"prefill must be 'auto', 'each' or 'batched', not {prefill!r}")
         if batch_size < 1:
@@ -432,6 +433,9 @@ class HFLLM(LLM):
 
     def __repr__(self) -> str:
         return f"HFLLM(name={self.name!r}, model={self.model!r}, dtype={self.dtype!r}, device={self.device!r})"
+
+    def identity(self) -> str:
+        return f"{self!r} chat_template={self.chat_template} max_input_tokens={self.max_input_tokens}"
 
 
 def _preallocated_layer_class() -> type:

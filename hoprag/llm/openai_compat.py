@@ -78,8 +78,9 @@ class OpenAICompatLLM(LLM):
         concurrency: int = 8,
         extra_body: Mapping[str, Any] | None = None,
         default: SamplingParams | Mapping[str, Any] | None = None,
+        generation_cache: str | None = None,
     ) -> None:
-        super().__init__(default)
+        super().__init__(default, generation_cache)
         if concurrency < 1 or max_retries < 0:
             raise ValueError("concurrency must be positive and max_retries non-negative")
         self.model = model

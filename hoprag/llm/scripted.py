@@ -83,8 +83,9 @@ class ScriptedLLM(LLM):
         default_logprob: LogProb = -1.0,
         delay: float = 0.0,
         default: SamplingParams | Mapping[str, Any] | None = None,
+        generation_cache: str | None = None,
     ) -> None:
-        super().__init__(default)
+        super().__init__(default, generation_cache)
         self.rules = [Rule(r[0], r[1], r[2] if len(r) > 2 else default_logprob) for r in rules]
         self.fallback = Rule(lambda _: True, default_reply, default_logprob)
         self.delay = delay
@@ -103,6 +104,10 @@ class ScriptedLLM(LLM):
                 [_generation(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)]
             )
         return outputs
+
+    def __repr__(self) -> str:
+        rules = [(r.pattern, r.reply, r.logprob) for r in self.rules]
+        return f"ScriptedLLM(rules={rules!r}, default={self.fallback.reply!r}, logprob={self.fallback.logprob!r})"
 
     def _match(self, text: str) -> tuple[Rule, list[str]]:
         for rule in self.rules:

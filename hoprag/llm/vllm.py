@@ -40,8 +40,9 @@ class VLLMLLM(LLM):
         trust_remote_code: bool = False,
         engine_kwargs: Mapping[str, Any] | None = None,
         default: SamplingParams | Mapping[str, Any] | None = None,
+        generation_cache: str | None = None,
     ) -> None:
-        super().__init__(default)
+        super().__init__(default, generation_cache)
         try:
             import vllm
         except ImportError as err:
@@ -136,3 +137,6 @@ class VLLMLLM(LLM):
 
     def __repr__(self) -> str:
         return f"VLLMLLM(name={self.name!r}, model={self.model!r})"
+
+    def identity(self) -> str:
+        return f"{self!r} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}"

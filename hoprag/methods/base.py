@@ -24,12 +24,15 @@ _REGISTRY: dict[str, type[Method]] = {}
 @dataclass
 class MethodOutput:
     """One answered question: the extracted answer, every passage read (in reading order), the method's
-    trace (JSON-serialisable: raw outputs, scores, tree nodes ...) and whether extraction failed."""
+    trace (JSON-serialisable: raw outputs, scores, tree nodes ...), whether extraction failed, and the
+    method's own numeric per-question figures (`stats`, e.g. tree size, tokens selected), which the
+    runner averages into `method/<key>` metrics."""
 
     prediction: str
     retrieved: list[Passage] = field(default_factory=list)
     trace: dict[str, Any] = field(default_factory=dict)
     parse_failed: bool = False
+    stats: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from hoprag.data import QADataset, pool_corpus, write_corpus, write_flashrag
 from hoprag.paths import PROJECT_ROOT
 
 FIELDS = {
-    "id", "method", "question", "prediction", "golds", "retrieved", "parse_failed", "scores", "cost", "trace"
+    "id", "method", "question", "prediction", "golds", "retrieved", "parse_failed", "scores", "cost", "stats", "trace"
 }  # fmt: skip
 
 
@@ -71,7 +71,8 @@ def test_a_flashrag_pair_given_on_the_command_line(tmp_path):
 def test_no_method_stops_with_the_choices(tmp_path):
     proc = eval_py("llm=scripted", "~logger", f"hydra.run.dir={tmp_path / 'run'}", tmp_path=tmp_path, check=False)
     assert proc.returncode == 1
-    assert "choose a method: +method={no_retrieval,standard_rag}" in proc.stderr
+    choices = ",".join(sorted(p.stem for p in (PROJECT_ROOT / "conf" / "method").glob("*.yaml")))
+    assert f"choose a method: +method={{{choices}}}" in proc.stderr and "standard_rag" in choices
 
 
 def test_main_returns_the_optimized_metric(compose_cfg, tmp_path):

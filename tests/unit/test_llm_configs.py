@@ -18,17 +18,19 @@ EXPECTED = {"smollm2": HFLLM, "hf": HFLLM, "openai": OpenAICompatLLM, "vllm": VL
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_llm_config_instantiates_lazily(name, monkeypatch):
+def test_llm_config_instantiates_lazily(name, monkeypatch, tmp_path):
     fake = types.ModuleType("vllm")
     fake.LLM = lambda **kw: pytest.fail("the engine must not start at instantiation")
     fake.SamplingParams = dict
     monkeypatch.setitem(sys.modules, "vllm", fake)
     models_before = dict(hf_backend._MODELS)
-    llm = instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
+    root = OmegaConf.create({"paths": {"cache_dir": str(tmp_path)}, "llm": OmegaConf.load(CONF / f"{name}.yaml")})
+    llm = instantiate(root.llm)
     assert isinstance(llm, EXPECTED[name]) and isinstance(llm, LLM)
     assert llm.default == SamplingParams(max_new_tokens=64)
     assert llm.name
     assert hf_backend._MODELS == models_before  # nothing loaded
+    assert llm.cache.path.parent == tmp_path / "generations"  # greedy outputs cached under paths.cache_dir
 
 
 def test_smollm2_config_is_the_offline_fp32_default():

@@ -16,7 +16,7 @@ from hoprag.retrieval import BM25Retriever
 
 N = 12
 RECORD_KEYS = {
-    "id", "method", "question", "prediction", "golds", "retrieved", "parse_failed", "scores", "cost", "trace"
+    "id", "method", "question", "prediction", "golds", "retrieved", "parse_failed", "scores", "cost", "stats", "trace"
 }  # fmt: skip
 PROMPT = ChatPrompt("Use the passages.", "{passages}\n\nQuestion: {question}\nAnswer:")
 
@@ -167,5 +167,20 @@ def test_build_makes_a_retriever_only_for_methods_that_need_one(compose_cfg):
 
 
 def test_without_a_method_the_run_stops_with_the_choices(compose_cfg):
-    with pytest.raises(SystemExit, match=r"choose a method: \+method=\{no_retrieval,standard_rag\}"):
+    with pytest.raises(SystemExit, match=r"choose a method: \+method=\{[\w,]*no_retrieval,[\w,]*standard_rag"):
         require_method(compose_cfg("eval", ["llm=scripted"]))
+
+
+def test_method_stats_are_recorded_and_averaged_over_the_questions_reporting_them(dataset, tmp_path):
+    class Counting(NoRetrieval):
+        def answer(self, examples, costs):
+            outputs = super().answer(examples, costs)
+            for i, output in enumerate(outputs):
+                output.stats = {"nodes": i + 1} if i % 2 == 0 else {}
+            return outputs
+
+    method = Counting(ScriptedLLM(default_reply="Answer: x"), prompt=ChatPrompt("Answer.", "{question}"))
+    metrics = run(method, dataset.examples[:4], tmp_path, batch_size=4)
+    lines = read_lines(tmp_path / "predictions.jsonl")
+    assert [line["stats"] for line in lines] == [{"nodes": 1}, {}, {"nodes": 3}, {}]
+    assert metrics["method/nodes"] == 2.0

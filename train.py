@@ -1,0 +1,85 @@
+"""Train one trainable component with Lightning.
+
+    python train.py +model=treehop [trainer.max_epochs=20] [threads=1]
+    python train.py +model=nli_verifier trainer=gpu
+    python train.py +experiment=treehop_2wiki_bge_m3 trainer=ddp
+    python train.py -m +model=treehop seed=1,2,3                 # a sweep
+
+Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (offline). Rerunning with the same
+`hydra.run.dir` resumes from `last.ckpt`. A module with an `export(dir)` method writes the best weights to
+`<run>/export`. Returns `optimized_metric` (the model's monitored metric) for sweepers.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from hoprag.config import register_resolvers
+
+register_resolvers()
+
+
+def require_model(cfg: DictConfig) -> None:
+    """Stop with the list of models when the command line added none (`+model=` is how one is chosen)."""
+    if cfg.get("model") is None:
+        choices = sorted(p.stem for p in (Path(cfg.paths.root_dir) / "conf" / "model").glob("*.yaml"))
+        raise SystemExit(f"choose a model: +model={{{','.join(choices)}}}")
+
+
+def resume_path(cfg: DictConfig) -> str | None:
+    """`ckpt_path: auto` resumes a killed run from its own last checkpoint, when there is one."""
+    if cfg.ckpt_path != "auto":
+        return cfg.ckpt_path
+    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+    return str(last) if last.exists() else None
+
+
+def export_best(module: L.LightningModule, trainer: L.Trainer, directory: Path) -> None:
+    """Load the best checkpoint's weights into the module and let it write its own deployable folder."""
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if best:
+        module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+    module.export(directory)
+    print(f"exported {'best' if best else 'final'} weights to {directory}")
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    require_model(cfg)
+    if cfg.get("threads"):
+        torch.set_num_threads(cfg.threads)
+    L.seed_everything(cfg.seed, workers=True)
+
+    datamodule: L.LightningDataModule = instantiate(cfg.model.datamodule)
+    module: L.LightningModule = instantiate(cfg.model.module)
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
+    loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values()]
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    if cfg.train:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_path(cfg))
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if cfg.test and type(module).test_step is not L.LightningModule.test_step:
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        metrics |= {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if cfg.export and hasattr(module, "export") and trainer.is_global_zero:
+        export_best(module, trainer, Path(cfg.paths.output_dir) / "export")
+
+    print("\n".join(f"  {k:<36} {v:.4f}" for k, v in sorted(metrics.items())))
+    if "wandb" in sys.modules:  # one wandb run per Hydra job of a multirun
+        sys.modules["wandb"].finish()
+    return metrics.get(cfg.optimized_metric)
+
+
+if __name__ == "__main__":
+    main()
