@@ -1,0 +1,11 @@
+"""RAG + MMR on the same fused pool: MMR (λ = 0.6) filling the token budget (Self-Correcting RAG's baseline)."""
+
+from __future__ import annotations
+
+from hoprag.methods.base import register
+from hoprag.methods.sc_rag_select import SCRAGSelect
+
+
+@register("mmr_rag")
+class MMRRAG(SCRAGSelect):
+    """`sc_rag_select` with an `MMRSelector` (conf/selector/mmr.yaml); everything else is shared."""
