@@ -1,0 +1,96 @@
+"""PruneRAG (spec/prunerag.md): confidence-guided query decomposition trees, then one aggregated answer.
+
+    python eval.py +method=prunerag data=hotpotqa [method.threshold=0.9] [method.max_depth=2]
+    python eval.py +experiment=prunerag_wo_con data=hotpotqa          # an ablation (conf/experiment/)
+
+The tree search lives in `hoprag.search.prunerag`; this class wires it to the runner: trees for the whole
+batch, final answers from the last `\\boxed{}` (no box: the extractor's reading, counted as a parse
+failure), every passage retrieved anywhere in the tree as `retrieved` (recall, all-gold-retrieved, EFR),
+the tree in the trace and its figures in `stats` (decision calls, RN, nodes, depth, parse errors ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hoprag.data.types import Passage, QAExample
+from hoprag.evaluation.cost import Cost
+from hoprag.llm.base import LLM
+from hoprag.methods.base import Method, MethodOutput, register
+from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.prunerag.aggregate import Aggregator
+from hoprag.search.prunerag.builder import PruneTreeBuilder
+from hoprag.search.prunerag.parsing import ACTIONS
+from hoprag.search.prunerag.tree import Node, tree_stats
+
+LLM_STAGES = ("decision", "aggregate", "answer")
+
+
+@register("prunerag")
+class PruneRAG(Method):
+    """The tree knobs are `PruneTreeBuilder`'s (k, max_depth, threshold, strict_threshold, use_confidence,
+    actions, retry_actions, all_decom_depth, branching, confidence_span, confidence_mean, batching), the
+    aggregation knobs `Aggregator`'s (aggregation, include_context_for_all_leaves, show_internal_context).
+    `decision_generation` and `generation` are the sampling overrides of the decision and answer calls."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever,
+        k: int = 5,
+        max_depth: int = 3,
+        threshold: float = 0.95,
+        strict_threshold: bool = False,
+        use_confidence: bool = True,
+        actions: Sequence[str] = ACTIONS,
+        retry_actions: Sequence[str] | None = None,
+        all_decom_depth: int = 0,
+        branching: int = 2,
+        confidence_span: str = "json_value",
+        confidence_mean: bool = True,
+        batching: str = "round",
+        aggregation: str = "single_call_tree",
+        include_context_for_all_leaves: bool = True,
+        show_internal_context: bool = False,
+        passage_template: str = "{title}\n{text}",
+        decision_generation: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(llm, retriever, **kwargs)
+        self.builder = PruneTreeBuilder(
+            llm, retriever, k=k, max_depth=max_depth, threshold=threshold, strict_threshold=strict_threshold,
+            use_confidence=use_confidence, actions=actions, retry_actions=retry_actions,
+            all_decom_depth=all_decom_depth, branching=branching, confidence_span=confidence_span,
+            confidence_mean=confidence_mean, batching=batching, passage_template=passage_template,
+            generation=decision_generation,
+        )  # fmt: skip
+        self.aggregator = Aggregator(
+            llm, mode=aggregation, max_depth=max_depth, passage_template=passage_template,
+            include_context_for_all_leaves=include_context_for_all_leaves,
+            show_internal_context=show_internal_context, one_by_one=batching == "node",
+            fallback=lambda text: self.extractor(text).answer, generation=self.generation,
+        )  # fmt: skip
+
+    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        roots = self.builder.build([ex.question for ex in examples], costs)
+        finals = self.aggregator(roots, costs)
+        outputs = []
+        for root, final, cost in zip(roots, finals, costs):
+            stats = tree_stats(root)
+            stats["retrieval_calls"] = stats["tree_nodes"]  # RN: every node retrieved once with its own string
+            stats["llm_seconds"] = round(sum(cost.seconds.get(s, 0.0) for s in LLM_STAGES), 4)
+            trace = {"tree": root.to_dict(), "output": final.output, "aggregation": self.aggregator.mode}
+            if final.node_results:
+                trace["node_results"] = list(final.node_results)
+            outputs.append(MethodOutput(final.prediction, _all_passages(root), trace, final.failed, stats))
+        return outputs
+
+
+def _all_passages(root: Node) -> list[Passage]:
+    """Every passage retrieved anywhere in the tree, de-duplicated by id, in retrieval order."""
+    seen: dict[str, Passage] = {}
+    for node in root.walk():
+        for p in node.passages:
+            seen.setdefault(p.id, p)
+    return list(seen.values())

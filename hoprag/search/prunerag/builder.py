@@ -1,0 +1,172 @@
+"""Growing PruneRAG trees level by level, for a whole batch of questions at once (spec §2.3).
+
+Each round sends every pending node of every question to the LLM in one batched call, then retrieves for
+all new sub-queries and entities in one batched search, so a batch costs at most D - 1 decision calls
+(plus retry rounds within that budget) however many nodes it holds. `batching="node"` makes one call per
+node and per query instead: the same algorithm, for measuring what round batching buys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hoprag.data.types import Passage
+from hoprag.evaluation.cost import Cost
+from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.prunerag.parsing import (
+    ACTIONS,
+    ANSWER,
+    DECOMPOSITION,
+    ENTITY,
+    first_occurrence_span,
+    parse_decision,
+    span_confidence,
+)
+from hoprag.search.prunerag.prompts import decision_prompt
+from hoprag.search.prunerag.tree import ANSWERED, DECOMPOSED, ENTITY_PARENT, PARSE_ERROR, UNRESOLVED, Node
+
+BATCHING = ("round", "node")
+CONFIDENCE_SPANS = ("json_value", "first_occurrence")
+
+Pending = list[tuple[Node, Cost | None]]
+
+
+def generate(
+    llm: LLM, prompts: Sequence[Prompt], costs: Sequence[Cost | None], stage: str, one_by_one: bool, **params: Any
+) -> list[Generation]:
+    """Greedy single generations for `prompts`: one batched call, or one call per prompt."""
+    if not one_by_one:
+        return [g[0] for g in llm.generate(prompts, costs=costs, stage=stage, **params)]
+    return [llm.generate([p], costs=[c], stage=stage, **params)[0][0] for p, c in zip(prompts, costs)]
+
+
+def format_passages(passages: Sequence[Passage], template: str, labels: bool = False) -> str:
+    """Passages one per line (`template` fields {title}, {text}), optionally labelled "[Doc i] "."""
+    return "\n".join(
+        (f"[Doc {i}] " if labels else "") + template.format(title=p.title, text=p.text)
+        for i, p in enumerate(passages, 1)
+    )
+
+
+class PruneTreeBuilder:
+    """Builds one tree per question. The knobs are the digest's checklist (spec §4, §7, §2.6):
+
+    k passages per retrieval; `max_depth` D (root = depth 1, decisions at depths < D); `threshold` τ_A
+    with `strict_threshold` for the code's `>`; `use_confidence` (False: every answer accepted, w/o Con.);
+    `actions` offered (ablations drop some); `retry_actions` offered after a rejected answer (None: the
+    same); `all_decom_depth` (nodes up to this depth may only decompose); `branching` children per split;
+    `confidence_span` json_value (the answer value in the chosen JSON) or first_occurrence (code-exact);
+    `confidence_mean` False for exp(sum) (the w/o Ent. script); `batching` round or node.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever,
+        k: int = 5,
+        max_depth: int = 3,
+        threshold: float = 0.95,
+        strict_threshold: bool = False,
+        use_confidence: bool = True,
+        actions: Sequence[str] = ACTIONS,
+        retry_actions: Sequence[str] | None = None,
+        all_decom_depth: int = 0,
+        branching: int = 2,
+        confidence_span: str = "json_value",
+        confidence_mean: bool = True,
+        batching: str = "round",
+        passage_template: str = "{title}\n{text}",
+        generation: Mapping[str, Any] | None = None,
+    ) -> None:
+        choices = (("batching", batching, BATCHING), ("confidence_span", confidence_span, CONFIDENCE_SPANS))
+        for name, value, allowed in choices:
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        for name, chosen in (("actions", actions), ("retry_actions", retry_actions or actions)):
+            if not chosen or set(chosen) - set(ACTIONS):
+                raise ValueError(f"{name} must be a non-empty subset of {ACTIONS}, got {list(chosen)}")
+        if k < 1 or max_depth < 1 or branching < 1:
+            raise ValueError(f"k, max_depth and branching must be positive (got {k}, {max_depth}, {branching})")
+        self.llm, self.retriever = llm, retriever
+        self.k, self.max_depth, self.threshold, self.strict = k, max_depth, threshold, strict_threshold
+        self.use_confidence = use_confidence
+        self.actions = tuple(actions)
+        self.retry_actions = tuple(retry_actions or actions)
+        self.all_decom_depth, self.branching = all_decom_depth, branching
+        self.confidence_span, self.confidence_mean = confidence_span, confidence_mean
+        self.one_by_one = batching == "node"
+        self.passage_template = passage_template
+        self.generation = dict(generation or {})
+
+    def build(self, questions: Sequence[str], costs: Sequence[Cost | None]) -> list[Node]:
+        """The trees of `questions`; each question's LLM and retrieval calls are charged to its cost."""
+        roots = [Node(q, "query", 1) for q in questions]
+        pending: Pending = list(zip(roots, costs))
+        self._retrieve(pending)
+        depth = 1
+        while depth < self.max_depth and pending:
+            pending = self._round(pending)
+            depth += 1
+        for node, _ in pending:  # depth-D children and nodes whose retries ran out: leaves with passages
+            node.status = UNRESOLVED
+        return roots
+
+    def _retrieve(self, nodes: Pending) -> None:
+        if not nodes:
+            return
+        queries = [n.query for n, _ in nodes]
+        costs = [c for _, c in nodes]
+        if self.one_by_one:
+            hits = [self.retriever.search([q], self.k, costs=[c])[0] for q, c in zip(queries, costs)]
+        else:
+            hits = self.retriever.search(queries, self.k, costs=costs)
+        for (node, _), found in zip(nodes, hits):
+            node.passages = [h.passage for h in found]
+
+    def _offered(self, node: Node) -> tuple[str, ...]:
+        if node.depth <= self.all_decom_depth:
+            return (DECOMPOSITION,)
+        return self.retry_actions if node.rejected else self.actions
+
+    def _round(self, pending: Pending) -> Pending:
+        """One decision per pending node (one batched call), then one batched retrieval for the children."""
+        prompts = [
+            decision_prompt(
+                format_passages(n.passages, self.passage_template), n.parent_query, n.query,
+                self._offered(n), self.branching, retry=n.rejected > 0,
+            )
+            for n, _ in pending
+        ]  # fmt: skip
+        outputs = generate(self.llm, prompts, [c for _, c in pending], "decision", self.one_by_one, **self.generation)
+        retry: Pending = []
+        created: Pending = []
+        for (node, cost), output in zip(pending, outputs):
+            node.outputs.append(output.text)
+            decision = parse_decision(output.text, self._offered(node), self.branching)
+            node.last_action, node.error = decision.action, decision.error
+            if decision.action == ANSWER:
+                if self._accept(node, decision.answer, decision.span, output):
+                    node.status, node.answer = ANSWERED, decision.answer
+                else:  # same node, same passages, reflection note, no new retrieval
+                    node.rejected += 1
+                    retry.append((node, cost))
+            elif decision.action in (DECOMPOSITION, ENTITY):
+                node.status = DECOMPOSED if decision.action == DECOMPOSITION else ENTITY_PARENT
+                kind = "query" if decision.action == DECOMPOSITION else ENTITY
+                created += [(node.add_child(item, kind), cost) for item in decision.items]
+            else:
+                node.status = PARSE_ERROR
+        self._retrieve(created)
+        return retry + [(n, c) for n, c in created if n.kind == "query"]
+
+    def _accept(self, node: Node, answer: str, span: tuple[int, int] | None, output: Generation) -> bool:
+        if not self.use_confidence:
+            return True
+        if self.confidence_span == "first_occurrence":
+            span = first_occurrence_span(output.text, answer)
+        node.confidence = span_confidence(output, span, mean=self.confidence_mean)
+        if self.strict:
+            return node.confidence > self.threshold
+        return node.confidence >= self.threshold
