@@ -67,9 +67,12 @@ def main(cfg: DictConfig) -> float | None:
 
     if cfg.train:
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_path(cfg))
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}  # the last epoch's
+    checkpoint = trainer.checkpoint_callback
+    if checkpoint is not None and checkpoint.best_model_score is not None:  # what the exported weights scored
+        metrics[f"best/{checkpoint.monitor}"] = float(checkpoint.best_model_score)
     if cfg.test and type(module).test_step is not L.LightningModule.test_step:
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        best = checkpoint.best_model_path if checkpoint else ""
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
         metrics |= {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.export and hasattr(module, "export") and trainer.is_global_zero:
@@ -78,7 +81,7 @@ def main(cfg: DictConfig) -> float | None:
     print("\n".join(f"  {k:<36} {v:.4f}" for k, v in sorted(metrics.items())))
     if "wandb" in sys.modules:  # one wandb run per Hydra job of a multirun
         sys.modules["wandb"].finish()
-    return metrics.get(cfg.optimized_metric)
+    return metrics.get(f"best/{cfg.optimized_metric}", metrics.get(cfg.optimized_metric))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,217 @@
+"""Training data for TreeHop: trees over frozen embeddings, cached on disk, served in batches of trees.
+
+The questions and the pooled paragraphs of the training file are encoded once by the frozen embedder and
+kept in `<cache>/treehop/<embedder>-<fingerprint>.npz`, keyed by the embedder's description and the texts,
+so later runs skip the encoder. A slice of the trees (`dev_fraction`, seeded) is held aside: validation runs
+real tree retrieval for those questions over the whole training pool, so the epoch is never picked on the
+evaluation set. Each positive gets `n_negatives` of its question's own paragraphs, resampled every batch,
+plus optionally `corpus_negatives` random pool paragraphs and `mined_negatives` drawn from the 20 pool
+neighbours of the positive (the paper's "sampled from the embedding database").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from hoprag.data.corpus import pool_corpus, unique_passages
+from hoprag.data.dataset import QADataset
+from hoprag.data.types import Passage
+from hoprag.paths import cache_root
+from hoprag.retrieval.embedders import Embedder
+from hoprag.retrieval.fingerprint import corpus_fingerprint
+from hoprag.treehop.trees import Tree, build_trees
+
+log = logging.getLogger(__name__)
+
+MINED_POOL = 20
+
+
+@dataclass
+class Embedded:
+    """Unit question vectors (file order of the trees' questions) and pool passage vectors with ids/titles."""
+
+    questions: np.ndarray
+    passages: np.ndarray
+    passage_ids: list[str]
+    titles: list[str]
+
+
+def embed_cached(questions: list[str], passages: list[Passage], embedder: Embedder, cache_dir: Path | None) -> Embedded:
+    """Encode questions and passages, or load them from the cache file named by what determines them."""
+    key = json.dumps({"embedder": embedder.describe(), "query_prefix": embedder.query_prefix}, sort_keys=True)
+    digest = hashlib.sha256(key.encode())
+    digest.update(corpus_fingerprint(passages).encode())
+    digest.update("\n".join(questions).encode())
+    path = None if cache_dir is None else cache_dir / f"{embedder.name.replace('/', '_')}-{digest.hexdigest()[:16]}.npz"
+    if path is not None and path.is_file():
+        with np.load(path) as saved:
+            log.info("loaded cached embeddings from %s", path)
+            q, p = saved["questions"], saved["passages"]
+    else:
+        started = time.perf_counter()
+        q, p = embedder.encode_queries(questions), embedder.encode_passages(passages)
+        print(f"treehop data: encoded {len(questions)} questions and {len(passages)} passages with {embedder.name} "
+              f"in {time.perf_counter() - started:.1f} s")  # fmt: skip
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, questions=q, passages=p)
+            tmp.replace(path)
+    return Embedded(q.astype(np.float32), p.astype(np.float32), [x.id for x in passages], [x.title for x in passages])
+
+
+@dataclass
+class TreeBatch:
+    """A batch of trees flattened into positive nodes in depth order.
+
+    `parent[i]` is the node whose TreeHop output is node i's query (-1: the question `root[tree[i]]`);
+    `negatives[i]` holds passage rows, padded with -1 where a question has fewer candidates.
+    """
+
+    root: Tensor  # [T] question rows
+    tree: Tensor  # [n] tree of each node
+    parent: Tensor  # [n]
+    depth: Tensor  # [n]
+    positive: Tensor  # [n] passage rows
+    negatives: Tensor  # [n, m]
+    gold: list[set[int]]  # per tree: rows of all its positives (never used as negatives)
+
+
+class TreeCollator:
+    """Samples negatives when a batch is made, so every epoch sees new ones (seeded, reproducible)."""
+
+    def __init__(self, data: TreeHopDataModule, seed: int) -> None:
+        self.data = data
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, trees: list[Tree]) -> TreeBatch:
+        d = self.data
+        row = d.row_of
+        roots, tree_of, parents, depths, positives, negatives, golds = [], [], [], [], [], [], []
+        offset = 0
+        for t, tree in enumerate(trees):
+            gold = {row[n.passage_id] for n in tree.nodes}
+            golds.append(gold)
+            roots.append(d.question_row[tree.qid])
+            for node in tree.nodes:
+                tree_of.append(t)
+                parents.append(-1 if node.parent < 0 else node.parent + offset)
+                depths.append(node.depth)
+                positives.append(row[node.passage_id])
+                negatives.append(self._negatives(node.negatives, positives[-1], gold))
+            offset += len(tree.nodes)
+        width = max(1, max(len(n) for n in negatives))
+        padded = torch.full((len(negatives), width), -1, dtype=torch.long)
+        for i, n in enumerate(negatives):
+            padded[i, : len(n)] = torch.as_tensor(n, dtype=torch.long)
+        return TreeBatch(
+            torch.as_tensor(roots), torch.as_tensor(tree_of), torch.as_tensor(parents), torch.as_tensor(depths),
+            torch.as_tensor(positives), padded, golds,
+        )  # fmt: skip
+
+    def _negatives(self, pool_ids: tuple[str, ...], positive: int, gold: set[int]) -> list[int]:
+        d, rng = self.data, self.rng
+        pool = [d.row_of[i] for i in pool_ids]
+        chosen = list(rng.choice(pool, size=min(d.n_negatives, len(pool)), replace=False)) if pool else []
+        if d.corpus_negatives:
+            extra = rng.choice(len(d.embedded.passage_ids), size=d.corpus_negatives + len(gold), replace=False)
+            chosen += [int(r) for r in extra if r not in gold][: d.corpus_negatives]
+        if d.mined_negatives:
+            near = [int(r) for r in d.neighbours[positive] if r not in gold]
+            chosen += list(rng.choice(near, size=min(d.mined_negatives, len(near)), replace=False))
+        return [int(r) for r in chosen]
+
+
+class TreeHopDataModule(L.LightningDataModule):
+    """Trees from `train` (a QADataset, e.g. the 2Wiki train file), split into train and a held-aside dev slice.
+
+    `extra` datasets (e.g. MuSiQue train, whose decompositions give trees too) only add training trees: the
+    dev slice and the pool it is retrieved from stay those of `train`, so validation figures stay comparable.
+    """
+
+    def __init__(
+        self,
+        train: QADataset,
+        embedder: Embedder,
+        extra: Sequence[QADataset] = (),
+        cache_dir: str | None = None,
+        batch_size: int = 64,
+        n_negatives: int = 5,
+        corpus_negatives: int = 0,
+        mined_negatives: int = 0,
+        dev_fraction: float = 0.1,
+        val_batch_size: int = 256,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.dataset = train
+        self.extra = list(extra)
+        self.embedder = embedder
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_root() / "treehop"
+        self.batch_size = batch_size
+        self.n_negatives = n_negatives
+        self.corpus_negatives = corpus_negatives
+        self.mined_negatives = mined_negatives
+        self.dev_fraction = dev_fraction
+        self.val_batch_size = val_batch_size
+        self.seed = seed
+        self.embedded: Embedded | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.embedded.passages.shape[1]
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.embedded is not None:
+            return
+        per_source = []
+        for dataset in (self.dataset, *self.extra):
+            trees, skipped = build_trees(dataset.examples)
+            print(f"treehop data: {len(trees)} trees from {len(dataset)} questions of {dataset.name}, skipped {dict(skipped)}")
+            per_source.append(trees)
+        trees = per_source[0]
+        if len(trees) < 2:
+            raise ValueError(f"{self.dataset!r} gives {len(trees)} trainable trees; TreeHop needs at least 2")
+        main_pool = pool_corpus(self.dataset.examples)
+        pool = unique_passages([*main_pool, *pool_corpus(ex for d in self.extra for ex in d.examples)])
+        self.n_val_passages = len(main_pool)  # the dev slice retrieves from the main dataset's pool only
+        everything = [t for source in per_source for t in source]
+        self.embedded = embed_cached([t.question for t in everything], pool, self.embedder, self.cache_dir)
+        self.row_of = {pid: i for i, pid in enumerate(self.embedded.passage_ids)}
+        self.question_row = {t.qid: i for i, t in enumerate(everything)}
+        order = np.random.default_rng(self.seed).permutation(len(trees))
+        n_dev = max(1, round(self.dev_fraction * len(trees))) if self.dev_fraction > 0 else 0
+        self.dev_trees = [trees[i] for i in sorted(order[:n_dev])]
+        self.train_trees = [trees[i] for i in sorted(order[n_dev:])] + [t for source in per_source[1:] for t in source]
+        if self.mined_negatives:  # each passage's nearest pool neighbours, a block of rows at a time
+            p = torch.from_numpy(self.embedded.passages)
+            self.neighbours = torch.cat(
+                [(p[i : i + 1024] @ p.T).topk(MINED_POOL + 1, dim=1).indices[:, 1:] for i in range(0, len(p), 1024)]
+            ).numpy()
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(
+            self.train_trees, batch_size=self.batch_size, shuffle=True, collate_fn=TreeCollator(self, self.seed),
+            generator=torch.Generator().manual_seed(self.seed),
+        )  # fmt: skip
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.dev_trees, batch_size=self.val_batch_size, collate_fn=list)
+
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):  # noqa: ANN001, ANN201
+        if isinstance(batch, TreeBatch):
+            for name in ("root", "tree", "parent", "depth", "positive", "negatives"):
+                setattr(batch, name, getattr(batch, name).to(device))
+        return batch

@@ -1,0 +1,103 @@
+"""The TreeHop update `h = q − c + W_out·G(q, c)` (spec/treehop.md §3.2, layer by layer).
+
+`G` is an element-wise "cross-attention" (softmax over the feature axis, not over tokens), then a stack of
+pre-LN residual ReLU blocks, a projection and a residual from the attention output. Every width is derived
+from the embedder's dimension unless set: the paper's BGE-M3 sizes (1024 → 2048) give 25,192,448 parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class _Block(nn.Module):
+    """x ← x + ReLU(Linear(LayerNorm(x)))."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.linear = nn.Linear(width, width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + torch.relu(self.linear(self.norm(x)))
+
+
+class _Head(nn.Module):
+    """Steps 1–6 of the layer table for one head: Q(q) ⊙ K(c) softmaxed over features, times V(c), then MLP."""
+
+    def __init__(self, dim: int, gate_dim: int, mlp_dim: int, n_mlp: int, gate_dropout: float, scale_dim: int):
+        super().__init__()
+        self.query, self.key, self.value = (nn.Linear(dim, gate_dim) for _ in range(3))
+        self.scale = math.sqrt(scale_dim)
+        self.dropout = nn.Dropout(gate_dropout)
+        # the blocks are residual, so a width other than gate_dim needs a projection in (none at paper sizes)
+        self.mlp_in = nn.Identity() if mlp_dim == gate_dim else nn.Linear(gate_dim, mlp_dim)
+        self.mlp = nn.Sequential(*(_Block(mlp_dim) for _ in range(n_mlp)))
+        self.mlp_scale = nn.Linear(mlp_dim, gate_dim)
+
+    def attention(self, q: Tensor, c: Tensor) -> Tensor:
+        """The softmax weights `a` (step 3): non-negative, summing to 1 over the gate features."""
+        return torch.softmax(self.query(q) * self.key(c) / self.scale, dim=-1)
+
+    def forward(self, q: Tensor, c: Tensor) -> Tensor:
+        z = self.dropout(self.attention(q, c)) * self.value(c)
+        return self.mlp_scale(self.mlp(self.mlp_in(z))) + z
+
+
+class TreeHop(nn.Module):
+    """Next-query embedding from a query `q` and one retrieved chunk `c`, both `[B, dim]`.
+
+    `q` is the L2-normalised question embedding at hop 1 and the previous (un-normalised) output after;
+    outputs are normalised only for search and for the loss (§6.3). `gate_scale` multiplies the gate and
+    `gate_init_scale` the default initialisation of W_out (0 starts exactly at `q − c`): the levers against
+    the collapse where the gate swamps `q − c` and every branch asks the same next query.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        gate_dim: int | None = None,
+        mlp_dim: int | None = None,
+        n_mlp: int = 3,
+        n_heads: int = 1,
+        gate_dropout: float = 0.0,
+        attn_scale_dim: int | None = None,
+        gate_scale: float = 1.0,
+        gate_init_scale: float = 1.0,
+    ) -> None:
+        super().__init__()
+        gate_dim = gate_dim or 2 * dim
+        mlp_dim = mlp_dim or gate_dim
+        self.dim = dim
+        self.config = {
+            "dim": dim, "gate_dim": gate_dim, "mlp_dim": mlp_dim, "n_mlp": n_mlp, "n_heads": n_heads,
+            "gate_dropout": gate_dropout, "attn_scale_dim": attn_scale_dim or gate_dim,
+            "gate_scale": gate_scale, "gate_init_scale": gate_init_scale,
+        }  # fmt: skip
+        self.heads = nn.ModuleList(
+            _Head(dim, gate_dim, mlp_dim, n_mlp, gate_dropout, attn_scale_dim or gate_dim) for _ in range(n_heads)
+        )
+        self.out = nn.Linear(gate_dim * n_heads, dim, bias=False)
+        self.gate_scale = gate_scale
+        with torch.no_grad():
+            self.out.weight.mul_(gate_init_scale)
+
+    def gate(self, q: Tensor, c: Tensor) -> Tensor:
+        """`W_out · concat_heads(G(q, c))`, scaled by `gate_scale` (steps 1–8)."""
+        return self.gate_scale * self.out(torch.cat([head(q, c) for head in self.heads], dim=-1))
+
+    def forward(self, q: Tensor, c: Tensor) -> Tensor:
+        return q - c + self.gate(q, c)
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+class QMinusC(nn.Module):
+    """The training-free update `h = q − c` (TreeHop with the gate removed), the baseline TreeHop must beat."""
+
+    def forward(self, q: Tensor, c: Tensor) -> Tensor:
+        return q - c

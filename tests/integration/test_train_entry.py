@@ -1,0 +1,95 @@
+"""`train.py` as users run it: the model choice, the DDP trainer config, and TreeHop trained end to end,
+killed after its first checkpoint and resumed from `last.ckpt`."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from hoprag.paths import PROJECT_ROOT
+
+# a shrunken TreeHop: 90 questions of the bundled 2Wiki train sample (~57 trees), MiniLM, small widths
+SHRUNK = [
+    "+model=treehop",
+    "threads=1",
+    "~logger.wandb",
+    "model.datamodule.train.limit=90",
+    "model.datamodule.batch_size=8",
+    "model.module.model.gate_dim=64",
+    "trainer.max_epochs=3",
+    "callbacks.early_stopping.patience=10",
+]
+
+
+def train(*overrides: str, run_dir: Path, cache: Path) -> subprocess.Popen:
+    env = {**os.environ, "HOPRAG_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_train_without_a_model_lists_the_choices(tmp_path):
+    proc = train(run_dir=tmp_path / "run", cache=tmp_path / "cache")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "choose a model: +model={" in out and "treehop" in out
+
+
+def test_ddp_trainer_composes_with_treehop(compose_cfg):
+    cfg = compose_cfg("train", ["+model=treehop", "trainer=ddp"])
+    assert cfg.trainer.strategy == "ddp" and cfg.trainer.accelerator == "gpu"
+    assert cfg.model.monitor == "val/recall@5_hop2" and cfg.optimized_metric == cfg.model.monitor
+    assert callable(instantiate(cfg.model.module.model))
+
+
+def test_experiment_configs_compose(compose_cfg):
+    paper = compose_cfg("train", ["+experiment=treehop_2wiki_bge_m3"])
+    assert paper.embedder.name == "bge-m3" and paper.model.module.lr == 6e-5
+    assert paper.model.module.in_batch_negatives is False and paper.model.datamodule.batch_size == 64
+    assert paper.model.module.model.gate_dim == 2048 and paper.trainer.accelerator == "gpu"
+    settings = compose_cfg("train", ["+experiment=treehop_paper"])
+    assert settings.model.module.lr == 6e-5 and settings.embedder.name == "all-MiniLM-L6-v2"
+    musique = compose_cfg("train", ["+experiment=treehop_2wiki_musique"])
+    assert [d.name for d in musique.model.datamodule.extra] == ["musique_train"]
+
+
+@pytest.mark.slow
+def test_treehop_trains_is_killed_and_resumes_from_last_ckpt(tmp_path):
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    last = run_dir / "checkpoints" / "last.ckpt"
+    first = train(*SHRUNK, "trainer.max_epochs=50", run_dir=run_dir, cache=cache)
+    deadline = time.time() + 600
+    while not last.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    assert last.exists(), first.communicate()[0][-3000:]
+    time.sleep(1.0)  # let the save finish
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    killed_at = last.stat().st_mtime
+    assert list((cache / "treehop").glob("all-MiniLM-L6-v2-*.npz"))  # embeddings are cached for the rerun
+
+    second = train(*SHRUNK, run_dir=run_dir, cache=cache)
+    out, _ = second.communicate(timeout=600)
+    assert second.returncode == 0, out[-3000:]
+    assert "Restoring states from the checkpoint path" in out
+    assert "TreeHop: " in out and "parameters" in out
+    assert "best/val/recall@5_hop2" in out  # the score of the checkpoint that was exported
+    assert last.stat().st_mtime > killed_at
+    assert (run_dir / "export" / "treehop.pt").is_file()
+    rows = [r for r in csv.DictReader(open(run_dir / "csv" / "version_1" / "metrics.csv")) if r["val/recall@5_hop2"]]
+    assert rows and int(rows[0]["epoch"]) >= 1  # the resumed run went on from a later epoch
+    assert all(0 <= float(r["val/recall@5_hop2"]) <= 100 for r in rows)
