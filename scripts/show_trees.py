@@ -4,7 +4,8 @@
 
 For each question: the question, gold and predicted answers, the tree (node kind and depth, status,
 accepted answer and confidence, retrieved titles; `--outputs` adds the raw decision outputs) and its
-figures; then the run's PruneRAG metrics (EM/F1, EFR, all-gold-retrieved, RN, decision calls, parse errors).
+figures; then the run's PruneRAG metrics (EM/F1, EFR, all-gold-retrieved, RN, decision calls, parse errors,
+free-text fallbacks, repaired JSON, share of trees grown past the root).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hoprag.search.prunerag import format_tree
 SUMMARY = (
     "n", "em", "f1", "efr", "forget_rate", "retrieval/all_gold_retrieved", "retrieval/passage_recall_macro",
     "parse_failures", "cost/mean/retrieval_calls", "cost/mean/llm_calls", "method/decision_calls",
-    "method/decision_parse_errors", "method/tree_nodes", "method/tree_depth", "method/llm_seconds",
+    "method/decision_parse_errors", "method/decision_fallbacks", "method/decision_repairs", "method/expanded",
+    "method/tree_nodes", "method/tree_depth", "method/llm_seconds",
 )  # fmt: skip
 
 

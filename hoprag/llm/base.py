@@ -1,7 +1,8 @@
 """One interface for every LLM backend: batched generation with per-token log-probs and token counts.
 
 Methods only see `LLM.generate`: a batch of prompts (plain strings, or chat messages rendered with the
-model's chat template), sampling options, and optionally one `Cost` record per prompt to charge. Each
+model's chat template; when the last message is the assistant's, the model continues it: an assistant
+prefill, see `continues_reply`), sampling options, and optionally one `Cost` record per prompt to charge. Each
 prompt gets `n` `Generation`s carrying the text, the generated tokens with their log-probs (from the raw
 model distribution, which confidence-based methods such as PruneRAG need) and token counts.
 """
@@ -17,6 +18,21 @@ from hoprag.evaluation.cost import Cost, charge_evenly
 
 Message = Mapping[str, str]
 Prompt = Union[str, Sequence[Message]]
+
+
+def continues_reply(prompt: Prompt) -> bool:
+    """Whether `prompt` is an assistant prefill: chat messages whose last one has role "assistant". Backends
+    then continue that message (the reply is forced to start with its content) instead of opening a new
+    one, and the returned text is only the continuation, without the prefix."""
+    return not isinstance(prompt, str) and bool(prompt) and prompt[-1].get("role") == "assistant"
+
+
+def chat_template_flags(messages: Sequence[Message]) -> dict[str, bool]:
+    """`apply_chat_template` arguments for `messages`: open the assistant's turn, or continue a prefill
+    (`continue_final_message` is only passed when set, for templates or fakes that predate it)."""
+    if continues_reply(messages):
+        return {"add_generation_prompt": False, "continue_final_message": True}
+    return {"add_generation_prompt": True}
 
 
 @dataclass(frozen=True)

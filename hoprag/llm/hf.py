@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, chat_template_flags, cut_at_stop
 from hoprag.utils.bundled import resolve_model_ref
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,8 @@ class HFLLM(LLM):
 
     def render(self, prompt: Prompt) -> str:
         """The prompt text the model reads: chat messages (and, with `chat_template`, plain strings as
-        one user message) rendered with the tokenizer's chat template and its generation prompt."""
+        one user message) rendered with the tokenizer's chat template and its generation prompt; a final
+        assistant message is left open instead (`continue_final_message`), so the model continues it."""
         tok = self.tokenizer
         if isinstance(prompt, str):
             if not self.chat_template:
@@ -236,7 +237,7 @@ class HFLLM(LLM):
             if not getattr(tok, "chat_template", None):
                 raise ValueError(f"{self.name} has no chat template: pass plain-string prompts")
             messages = [dict(m) for m in prompt]
-        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tok.apply_chat_template(messages, tokenize=False, **chat_template_flags(messages))
 
     def prompt_ids(self, prompt: Prompt) -> list[int]:
         """Token ids of the rendered prompt, left-truncated to `max_input_tokens`."""

@@ -3,10 +3,13 @@
 Standard library only (`urllib.request`). Each prompt of a batch is one request (`n` choices), sent in
 parallel by a pool of `concurrency` threads. With `chat` (the default) prompts go to
 `{base_url}/chat/completions` as messages (a plain string becomes one user message), else to
-`{base_url}/completions` as the prompt string. Per-token log-probs are requested (chat `logprobs: true`,
-completions `logprobs: 1`) and parsed when the server returns them, `None` otherwise; token counts come
-from the response's `usage` (a request's completion tokens are split over its choices, by their token
-counts when the server reports log-probs, else evenly).
+`{base_url}/completions` as the prompt string. Messages ending with an assistant message (a prefill the
+model must continue) also send vLLM's `continue_final_message: true, add_generation_prompt: false`. These
+are not OpenAI API fields: other servers and hosted APIs may ignore them (the reply then starts a new
+message instead of continuing) or reject them (HTTP 400), so check a prefill on a new server. Per-token
+log-probs are requested (chat `logprobs: true`, completions `logprobs: 1`) and parsed when the server
+returns them, `None` otherwise; token counts come from the response's `usage` (a request's completion
+tokens are split over its choices, by their token counts when the server reports log-probs, else evenly).
 
 Connection errors, timeouts, 429 and 5xx are retried `max_retries` times with exponential back-off and
 jitter (a `Retry-After` header is honoured up to `max_backoff`); other 4xx fail at once with the
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, cut_at_stop
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,8 @@ class OpenAICompatLLM(LLM):
             ]
             if self.logprobs:
                 body["logprobs"] = True
+            if continues_reply(prompt):  # vLLM's chat extras; other servers may ignore them or refuse
+                body["continue_final_message"], body["add_generation_prompt"] = True, False
         else:
             if not isinstance(prompt, str):
                 raise ValueError("chat-message prompts need chat=True (the completions endpoint takes a string)")

@@ -5,9 +5,10 @@
                       default_reply="I don't know")
 
 A prompt is rendered to text (chat messages as "role: content" lines) and the first matching rule answers
-it; a regex pattern is searched (`re.search`) and its reply is a `Match.expand` template (`\\1`,
-`\\g<name>`). A reply is a string, a list of strings (sample j of a prompt gets item j, cycling) or a
-callable of the rendered prompt returning either. Tokens are the whitespace-split words of a reply, each
+it (an assistant prefill is just the last line; the reply plays the continuation, without the prefix);
+a regex pattern is searched (`re.search`) and its reply is a `Match.expand` template (`\\1`, `\\g<name>`).
+A reply is a string, a list of strings (sample j of a prompt gets item j, cycling) or a callable
+of the rendered prompt returning either. Tokens are the whitespace-split words of a reply, each
 with the rule's log-prob (one float for every token, or one per token). Stop strings and
 `max_new_tokens` cut text and tokens as `HFLLM` does; nothing is random, so every run is identical. `delay` sleeps once per batched call (to measure framework overhead against a fixed
 "model time").

@@ -3,7 +3,8 @@
 `vllm` is imported by the constructor only, so hoprag works without it; the engine starts on the first
 `generate` and is shared per process by every `VLLMLLM` with the same engine arguments (an engine holds
 the GPU memory it reserved). Prompts are rendered with the model's chat template
-(`get_tokenizer().apply_chat_template`) and passed as token ids, so no second BOS is added. Sampling
+(`get_tokenizer().apply_chat_template`) and passed as token ids, so no second BOS is added; a final
+assistant message is continued (`continue_final_message`, an assistant prefill). Sampling
 maps one to one (`n`, `temperature`, `top_p`, `max_tokens`, `stop`, `seed`), with no model-specific
 extras; `logprobs=0` asks for the chosen token's log-prob only, which vLLM computes from the raw model
 distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settable via `engine_kwargs`).
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, chat_template_flags, cut_at_stop
 from hoprag.llm.openai_compat import _covering
 from hoprag.utils.bundled import resolve_model_ref
 
@@ -93,7 +94,7 @@ class VLLMLLM(LLM):
             return {"prompt": prompt}
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
         tokenizer = self.engine.get_tokenizer()
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(messages, tokenize=False, **chat_template_flags(messages))
         return {"prompt_token_ids": list(tokenizer(text, add_special_tokens=False)["input_ids"])}
 
     def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:

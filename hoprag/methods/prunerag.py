@@ -32,7 +32,10 @@ class PruneRAG(Method):
     """The tree knobs are `PruneTreeBuilder`'s (k, max_depth, threshold, strict_threshold, use_confidence,
     actions, retry_actions, all_decom_depth, branching, confidence_span, confidence_mean, batching), the
     aggregation knobs `Aggregator`'s (aggregation, include_context_for_all_leaves, show_internal_context).
-    `decision_generation` and `generation` are the sampling overrides of the decision and answer calls."""
+    `decision_generation` and `generation` are the sampling overrides of the decision and answer calls.
+    The small-model aids are the builder's `decision_prefix`, `decision_examples`, `free_text_fallback`,
+    `min_children`, `lenient_json` and the aggregator's `answer_prefix`: off here (the paper's procedure),
+    on in conf/method/prunerag.yaml for the small default LLM, off again in +experiment=prunerag_faithful."""
 
     def __init__(
         self,
@@ -55,6 +58,12 @@ class PruneRAG(Method):
         show_internal_context: bool = False,
         passage_template: str = "{title}\n{text}",
         decision_generation: Mapping[str, Any] | None = None,
+        decision_prefix: str | None = None,
+        decision_examples: str = "inline",
+        free_text_fallback: bool = False,
+        min_children: int | None = None,
+        lenient_json: bool = False,
+        answer_prefix: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
@@ -63,13 +72,15 @@ class PruneRAG(Method):
             use_confidence=use_confidence, actions=actions, retry_actions=retry_actions,
             all_decom_depth=all_decom_depth, branching=branching, confidence_span=confidence_span,
             confidence_mean=confidence_mean, batching=batching, passage_template=passage_template,
-            generation=decision_generation,
+            generation=decision_generation, decision_prefix=decision_prefix, decision_examples=decision_examples,
+            free_text_fallback=free_text_fallback, min_children=min_children, lenient_json=lenient_json,
         )  # fmt: skip
         self.aggregator = Aggregator(
             llm, mode=aggregation, max_depth=max_depth, passage_template=passage_template,
             include_context_for_all_leaves=include_context_for_all_leaves,
             show_internal_context=show_internal_context, one_by_one=batching == "node",
             fallback=lambda text: self.extractor(text).answer, generation=self.generation,
+            answer_prefix=answer_prefix,
         )  # fmt: skip
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:

@@ -65,16 +65,19 @@ def test_eval_py_runs_prunerag_with_unparseable_llm_output_and_counts_it(tmp_pat
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
-    # the scripted config answers "Answer: yes" to everything: no decision parses, no final box
+    # the scripted config answers "Answer: yes" (log-prob -1 a token) to everything, after every prefill: the
+    # root's first decision is a free-text answer attempt (confidence 0.37, rejected), its retry (answer no
+    # longer offered) a parse error, and the final reply never closes the prefilled box
     assert metrics["parse_failures"] == 4 and metrics["method/decision_parse_errors"] == 1
-    assert metrics["cost/mean/retrieval_calls"] == 1 and metrics["cost/mean/llm_calls"] == 2
+    assert metrics["method/decision_fallbacks"] == 1 and metrics["method/answers_rejected"] == 1
+    assert metrics["cost/mean/retrieval_calls"] == 1 and metrics["cost/mean/llm_calls"] == 3
     assert "efr" in metrics or "forget_rate" in metrics
     show = subprocess.run(
         [sys.executable, "scripts/show_trees.py", str(run_dir), "-n", "2", "--outputs"],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert show.returncode == 0, show.stderr[-2000:]
-    assert show.stdout.count("[Q1 parse_error]") == 2 and "llm: Answer: yes" in show.stdout
+    assert show.stdout.count("[Q1 parse_error, 1 free-text]") == 2 and 'llm: {"type": "Answer: yes' in show.stdout
     assert "method/decision_parse_errors" in show.stdout
 
 

@@ -21,7 +21,8 @@ def build(cfg):
     return instantiate(cfg.method)(llm=ScriptedLLM(), retriever=Retriever([]))
 
 
-def test_the_default_config_is_the_paper_setting_and_scores_passages_by_token_overlap(compose_cfg):
+def test_the_default_config_has_the_paper_tree_setting_and_scores_passages_by_token_overlap(compose_cfg):
+    """The tree knobs are the paper's; the small-model aids (on by default) are tested in test_prunerag_small."""
     cfg = compose_cfg("eval", ["+method=prunerag", "llm=scripted"])
     method = build(cfg)
     assert isinstance(method, PruneRAG)

@@ -40,9 +40,10 @@ class FinalAnswer:
     node_results: tuple[str, ...] = ()
 
 
-def read_boxed(output: str, fallback: Extract | None = None) -> tuple[str, bool]:
-    """(answer, failed): the last box's content, else `fallback(output)` (the stripped output without one)."""
-    boxed = extract_boxed(output)
+def read_boxed(output: str, fallback: Extract | None = None, prefix: str = "") -> tuple[str, bool]:
+    """(answer, failed): the last box's content in `prefix + output` (`output` continues a prefilled
+    `prefix` such as `\\boxed{`), else `fallback(output)` (the stripped output without one)."""
+    boxed = extract_boxed(prefix + output)
     if boxed is not None:
         return boxed, False
     return (fallback(output) if fallback else output.strip()), True
@@ -87,6 +88,7 @@ class Aggregator:
         one_by_one: bool = False,
         fallback: Extract | None = None,
         generation: Mapping[str, Any] | None = None,
+        answer_prefix: str | None = None,
     ) -> None:
         if mode not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
@@ -96,6 +98,7 @@ class Aggregator:
         self.one_by_one = one_by_one
         self.fallback = fallback
         self.generation = dict(generation or {})
+        self.prefix = answer_prefix or ""  # prefilled start of the boxed answer's reply (small models)
 
     def __call__(self, roots: Sequence[Node], costs: Sequence[Cost | None]) -> list[FinalAnswer]:
         return self._single_call(roots, costs) if self.mode == "single_call_tree" else self._recursive(roots, costs)
@@ -105,12 +108,12 @@ class Aggregator:
         return json.dumps(tree, ensure_ascii=False, indent=1)
 
     def _single_call(self, roots: Sequence[Node], costs: Sequence[Cost | None]) -> list[FinalAnswer]:
-        prompts = [final_prompt(self.tree_json(root), root.query) for root in roots]
+        prompts = [final_prompt(self.tree_json(root), root.query, self.prefix) for root in roots]
         outputs = generate(self.llm, prompts, costs, "answer", self.one_by_one, **self.generation)
         answers = []
         for output in outputs:
-            prediction, failed = read_boxed(output.text, self.fallback)
-            answers.append(FinalAnswer(prediction, output.text, failed))
+            prediction, failed = read_boxed(output.text, self.fallback, self.prefix)
+            answers.append(FinalAnswer(prediction, self.prefix + output.text, failed))
         return answers
 
     def _recursive(self, roots: Sequence[Node], costs: Sequence[Cost | None]) -> list[FinalAnswer]:
@@ -133,15 +136,15 @@ class Aggregator:
             for node, output in zip(todo, outputs):
                 if depth == 1:
                     root_outputs[id(node)] = output.text
-                    results[id(node)] = read_boxed(output.text, self.fallback)[0]
+                    results[id(node)] = read_boxed(output.text, self.fallback, self.prefix)[0]
                 else:
                     results[id(node)] = output.text.strip()
         answers = []
         for root in roots:
             trail = tuple(results[id(n)] for n in root.walk())
             if id(root) in root_outputs:
-                prediction, failed = read_boxed(root_outputs[id(root)], self.fallback)
-                answers.append(FinalAnswer(prediction, root_outputs[id(root)], failed, trail))
+                prediction, failed = read_boxed(root_outputs[id(root)], self.fallback, self.prefix)
+                answers.append(FinalAnswer(prediction, self.prefix + root_outputs[id(root)], failed, trail))
             else:  # the root's own answer was accepted: nothing left to aggregate
                 answers.append(FinalAnswer(root.answer, root.answer, False, trail))
         return answers
@@ -155,4 +158,4 @@ class Aggregator:
             )
         else:
             evidence = format_passages(node.passages, self.template, labels=True)
-        return node_answer_prompt(node.query, evidence, boxed=node.depth == 1)
+        return node_answer_prompt(node.query, evidence, boxed=node.depth == 1, prefix=self.prefix)

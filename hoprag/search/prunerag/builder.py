@@ -21,10 +21,11 @@ from hoprag.search.prunerag.parsing import (
     DECOMPOSITION,
     ENTITY,
     first_occurrence_span,
+    free_text_answer,
     parse_decision,
     span_confidence,
 )
-from hoprag.search.prunerag.prompts import decision_prompt
+from hoprag.search.prunerag.prompts import EXAMPLE_PLACES, decision_prompt
 from hoprag.search.prunerag.tree import ANSWERED, DECOMPOSED, ENTITY_PARENT, PARSE_ERROR, UNRESOLVED, Node
 
 BATCHING = ("round", "node")
@@ -55,10 +56,20 @@ class PruneTreeBuilder:
 
     k passages per retrieval; `max_depth` D (root = depth 1, decisions at depths < D); `threshold` τ_A
     with `strict_threshold` for the code's `>`; `use_confidence` (False: every answer accepted, w/o Con.);
-    `actions` offered (ablations drop some); `retry_actions` offered after a rejected answer (None: the
-    same); `all_decom_depth` (nodes up to this depth may only decompose); `branching` children per split;
-    `confidence_span` json_value (the answer value in the chosen JSON) or first_occurrence (code-exact);
+    `actions` offered (ablations drop some); `retry_actions` offered after a rejected answer, within
+    `actions` (None: the same); `all_decom_depth` (nodes up to this depth may only decompose);
+    `branching` children per split; `confidence_span` json_value (the answer value in the chosen JSON) or
+    first_occurrence (code-exact);
     `confidence_mean` False for exp(sum) (the w/o Ent. script); `batching` round or node.
+
+    Small-model aids (off here; conf/method/prunerag.yaml turns them on for the small default LLM):
+    `decision_prefix` prefills the reply (e.g. `{"type": "`: the model continues the JSON; re-attached before
+    parsing); `decision_examples` places the worked examples inline, as earlier chat turns, or nowhere
+    (prompts.py); `free_text_fallback` reads a short non-JSON reply as an answer attempt
+    (`parsing.free_text_answer`), its confidence from its own tokens, counted per node in `fallbacks`;
+    `min_children` (None: exactly `branching`, as the paper) accepts a split naming fewer sub-queries or
+    entities; `lenient_json` salvages the string pairs of broken or cut-off JSON (counted per node in
+    `repairs`).
     """
 
     def __init__(
@@ -79,26 +90,43 @@ class PruneTreeBuilder:
         batching: str = "round",
         passage_template: str = "{title}\n{text}",
         generation: Mapping[str, Any] | None = None,
+        decision_prefix: str | None = None,
+        decision_examples: str = "inline",
+        free_text_fallback: bool = False,
+        min_children: int | None = None,
+        lenient_json: bool = False,
     ) -> None:
-        choices = (("batching", batching, BATCHING), ("confidence_span", confidence_span, CONFIDENCE_SPANS))
+        choices = (
+            ("batching", batching, BATCHING),
+            ("confidence_span", confidence_span, CONFIDENCE_SPANS),
+            ("decision_examples", decision_examples, EXAMPLE_PLACES),
+        )
         for name, value, allowed in choices:
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         for name, chosen in (("actions", actions), ("retry_actions", retry_actions or actions)):
             if not chosen or set(chosen) - set(ACTIONS):
                 raise ValueError(f"{name} must be a non-empty subset of {ACTIONS}, got {list(chosen)}")
+        if min_children is not None and not 1 <= min_children <= branching:
+            raise ValueError(f"min_children must be in 1..branching ({branching}), got {min_children}")
         if k < 1 or max_depth < 1 or branching < 1:
             raise ValueError(f"k, max_depth and branching must be positive (got {k}, {max_depth}, {branching})")
         self.llm, self.retriever = llm, retriever
         self.k, self.max_depth, self.threshold, self.strict = k, max_depth, threshold, strict_threshold
         self.use_confidence = use_confidence
         self.actions = tuple(actions)
-        self.retry_actions = tuple(retry_actions or actions)
+        # an ablation's dropped actions stay dropped on a retry; nothing left: the run's actions
+        self.retry_actions = tuple(a for a in retry_actions or actions if a in actions) or self.actions
         self.all_decom_depth, self.branching = all_decom_depth, branching
         self.confidence_span, self.confidence_mean = confidence_span, confidence_mean
         self.one_by_one = batching == "node"
         self.passage_template = passage_template
         self.generation = dict(generation or {})
+        self.prefix = decision_prefix or ""
+        self.examples = decision_examples
+        self.free_text_fallback = free_text_fallback
+        self.min_children = min_children
+        self.lenient = lenient_json
 
     def build(self, questions: Sequence[str], costs: Sequence[Cost | None]) -> list[Node]:
         """The trees of `questions`; each question's LLM and retrieval calls are charged to its cost."""
@@ -135,7 +163,7 @@ class PruneTreeBuilder:
         prompts = [
             decision_prompt(
                 format_passages(n.passages, self.passage_template), n.parent_query, n.query,
-                self._offered(n), self.branching, retry=n.rejected > 0,
+                self._offered(n), self.branching, retry=n.rejected > 0, prefix=self.prefix, examples=self.examples,
             )
             for n, _ in pending
         ]  # fmt: skip
@@ -143,8 +171,17 @@ class PruneTreeBuilder:
         retry: Pending = []
         created: Pending = []
         for (node, cost), output in zip(pending, outputs):
-            node.outputs.append(output.text)
-            decision = parse_decision(output.text, self._offered(node), self.branching)
+            node.outputs.append(self.prefix + output.text)  # as the model's whole reply reads
+            offered = self._offered(node)
+            decision = parse_decision(
+                output.text, offered, self.branching, self.prefix, self.min_children, lenient=self.lenient
+            )
+            node.repairs += decision.repaired
+            if decision.action is None and self.free_text_fallback and ANSWER in offered:
+                fallback = free_text_answer(output.text)
+                if fallback.action is not None:
+                    decision = fallback
+                    node.fallbacks += 1
             node.last_action, node.error = decision.action, decision.error
             if decision.action == ANSWER:
                 if self._accept(node, decision.answer, decision.span, output):
@@ -165,7 +202,7 @@ class PruneTreeBuilder:
         if not self.use_confidence:
             return True
         if self.confidence_span == "first_occurrence":
-            span = first_occurrence_span(output.text, answer)
+            span = first_occurrence_span(output.text, answer)  # in the continuation: the prefix has no tokens
         node.confidence = span_confidence(output, span, mean=self.confidence_mean)
         if self.strict:
             return node.confidence > self.threshold

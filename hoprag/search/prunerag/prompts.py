@@ -2,7 +2,8 @@
 
 The decision prompt is assembled from the actions a run offers, so the ablations are switches: without
 "answer" (w/o Ans.), without "entity" (w/o Ent.), decomposition only (w/o Ada., or depths up to
-`all_decom_depth`). Every prompt is a single user message, as the code sends them.
+`all_decom_depth`). Every prompt is a single user message, as the code sends them, unless a small-model
+option adds turns: examples as earlier chat turns, or an assistant prefill that starts the reply.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ EXAMPLES = {
         {"type": ENTITY, "entity1": "Nightwatch (film)", "entity2": "Director of Nightwatch"},
     ),
 }
+EXAMPLE_PLACES = ("inline", "chat", "none")
 REFLECTION = (
     "\nNote: your last action for this query was a direct answer, but its confidence was very low. "
     "Reconsider which action to take."
@@ -56,9 +58,23 @@ def _template(action: str, branching: int) -> dict[str, str]:
 
 
 def decision_prompt(
-    context: str, parent_query: str, query: str, actions: Sequence[str], branching: int = 2, retry: bool = False
+    context: str,
+    parent_query: str,
+    query: str,
+    actions: Sequence[str],
+    branching: int = 2,
+    retry: bool = False,
+    prefix: str = "",
+    examples: str = "inline",
 ) -> list[Message]:
-    """The per-node decision: exactly one of `actions`, as one JSON object in a ```json block."""
+    """The per-node decision: exactly one of `actions`, as one JSON object in a ```json block.
+
+    The worked examples (when `branching` is 2) sit `inline` in the one user message (the default), or as
+    earlier `chat` turns (user: the example's input, assistant: its JSON), which small models imitate more
+    readily, or `none`. A `prefix` becomes the start of the assistant's reply (a prefill the model continues).
+    """
+    if examples not in EXAMPLE_PLACES:
+        raise ValueError(f"decision_examples must be one of {EXAMPLE_PLACES}, got {examples!r}")
     lines = ["You are building a decomposition tree to answer a question. Read the context and the query, then "
              "choose exactly one action:"]  # fmt: skip
     for action in actions:
@@ -68,26 +84,35 @@ def decision_prompt(
         "Ignore passages that are not relevant. Every value is a string. Reply with a single JSON object in a "
         "```json code block and nothing else.",
     ]
-    if branching == 2:
+    shown = [EXAMPLES[a] for a in actions] if branching == 2 and examples != "none" else []
+    turns: list[Message] = []
+    if shown and examples == "inline":
         lines.append("\nExamples:")
-        for action in actions:
-            *given, output = EXAMPLES[action]
+        for *given, output in shown:
             lines += [*given, f"Output:\n```json\n{json.dumps(output)}\n```\n"]
+    elif shown:  # chat: the instructions open the first example's turn
+        for i, (*given, output) in enumerate(shown):
+            text = "\n".join((lines if i == 0 else []) + ["", *given, "Output:"]).strip()
+            turns += [{"role": "user", "content": text}, {"role": "assistant", "content": json.dumps(output)}]
+        lines = []
     lines += [f"Context:\n{context}", f"\nParent query: {parent_query}", f"Query: {query}", "Output:"]
-    text = "\n".join(lines) + (REFLECTION if retry else "")
-    return [{"role": "user", "content": text}]
+    text = "\n".join(lines).strip() + (REFLECTION if retry else "")
+    return _with_prefix([*turns, {"role": "user", "content": text}], prefix)
 
 
-def final_prompt(tree_json: str, question: str) -> list[Message]:
-    """The single-call aggregation over the serialized tree (the code's "Inference Tree" prompt)."""
+def final_prompt(tree_json: str, question: str, prefix: str = "") -> list[Message]:
+    """The single-call aggregation over the serialized tree (the code's "Inference Tree" prompt); a
+    `prefix` (e.g. `\\boxed{`) starts the assistant's reply."""
     text = (
         "An inference tree was built for the question below. Each node holds a query, the answer found for it "
         "(if any) and context passages.\n\n### Inference Tree:\n"
         f"{tree_json}\n\n"
-        "Use the tree where it helps. Give a short answer, not a sentence, inside \\boxed{}, e.g. \\boxed{Paris}.\n"
+        "Use the tree where it helps. Give a short answer, not a sentence, inside \\boxed{}"
+        + ("" if prefix else ", e.g. \\boxed{Paris}")  # no example after a prefilled box: small models copy it
+        + ".\n"
         f"\n### Question: {question}\n### Answer:"
     )
-    return [{"role": "user", "content": text}]
+    return _with_prefix([{"role": "user", "content": text}], prefix)
 
 
 def summary_prompt(entity: str, parent_query: str, passages: str) -> list[Message]:
@@ -99,10 +124,15 @@ def summary_prompt(entity: str, parent_query: str, passages: str) -> list[Messag
     return [{"role": "user", "content": text}]
 
 
-def node_answer_prompt(query: str, evidence: str, boxed: bool) -> list[Message]:
+def node_answer_prompt(query: str, evidence: str, boxed: bool, prefix: str = "") -> list[Message]:
     """Recursive aggregation (eq. 5 ii): a query node answered from its children's results (or its own
-    passages when it has no children); the root answers in `\\boxed{}`."""
-    form = "inside \\boxed{}, e.g. \\boxed{Paris}" if boxed else "on one line"
+    passages when it has no children); the root answers in `\\boxed{}`, its reply started by `prefix`."""
+    form = ("inside \\boxed{}" + ("" if prefix else ", e.g. \\boxed{Paris}")) if boxed else "on one line"
     text = f"Evidence:\n{evidence}\n\nAnswer the query with a short phrase, not a sentence, {form}.\n"
     text += f"Query: {query}\nAnswer:"
-    return [{"role": "user", "content": text}]
+    return _with_prefix([{"role": "user", "content": text}], prefix if boxed else "")
+
+
+def _with_prefix(messages: list[Message], prefix: str) -> list[Message]:
+    """`messages`, plus an assistant message `prefix` for the model to continue when one is given."""
+    return messages + ([{"role": "assistant", "content": prefix}] if prefix else [])

@@ -37,6 +37,8 @@ class Node:
     confidence: float | None = None
     last_action: str | None = None  # the type of the latest parsed decision
     rejected: int = 0  # answers rejected for low confidence (each one costs a retry round)
+    fallbacks: int = 0  # free-text replies read as answer attempts (`parsing.free_text_answer`)
+    repairs: int = 0  # decisions salvaged from broken or cut-off JSON (lenient parsing)
     outputs: list[str] = field(default_factory=list)  # raw decision outputs, in order
     error: str = ""  # why the latest decision output did not parse
     children: list[Node] = field(default_factory=list)
@@ -73,6 +75,8 @@ class Node:
             "answer": self.answer,
             "confidence": None if self.confidence is None else round(self.confidence, 4),
             "rejected": self.rejected,
+            "fallbacks": self.fallbacks,
+            "repairs": self.repairs,
             "passages": [p.id for p in self.passages],
             "titles": [p.title for p in self.passages],
             "outputs": list(self.outputs),
@@ -91,6 +95,9 @@ def tree_stats(root: Node) -> dict[str, float]:
         "tree_depth": max(n.depth for n in nodes),
         "decision_calls": sum(len(n.outputs) for n in queries),
         "decision_parse_errors": sum(n.status == PARSE_ERROR for n in queries),
+        "decision_fallbacks": sum(n.fallbacks for n in queries),
+        "decision_repairs": sum(n.repairs for n in queries),
+        "expanded": float(len(nodes) > 1),
         "answers_accepted": sum(n.status == ANSWERED for n in queries),
         "answers_rejected": sum(n.rejected for n in queries),
         "root_answered": float(root.status == ANSWERED),
@@ -107,13 +114,17 @@ def format_tree(tree: Mapping[str, Any], width: int = 110, outputs: bool = False
     def add(node: Mapping[str, Any], prefix: str, last: bool, top: bool) -> None:
         branch = "" if top else ("└─ " if last else "├─ ")
         tag = "E" if node["kind"] == ENTITY else "Q"
-        head = f"{prefix}{branch}[{tag}{node['depth']} {node['status']}] {node['query']}"
+        # small-model fallbacks are flagged inside the tag, where a long query cannot cut them off
+        flags = "".join(f", {node[k]} {name}" for k, name in (("fallbacks", "free-text"), ("repairs", "repaired"))
+                        if node.get(k))  # fmt: skip
+        head = f"{prefix}{branch}[{tag}{node['depth']} {node['status']}{flags}] {node['query']}"
         if node["answer"]:
             head += f"  => {node['answer']!r}"
         if node["confidence"] is not None:
             head += f"  (conf {node['confidence']:.3f})"
         if node["rejected"]:
             head += f"  [{node['rejected']} rejected]"
+
         lines.append(cut(head))
         inner = prefix + ("" if top else ("   " if last else "│  "))
         if node["titles"]:
