@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install test test-fast demo bench clean
+.PHONY: install test test-fast demo train bench clean
 
 install: $(STAMP)
 
@@ -32,15 +32,31 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample, then
-# standard RAG with SmolLM2 on a handful of its questions (the dense index is reused from step one).
+OFFLINE := HF_HUB_OFFLINE=1 WANDB_MODE=offline
+
+# Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample; standard RAG with
+# SmolLM2 on a handful of its questions (the dense index is reused from step one); PruneRAG trees on a few
+# questions, printed; MMKP context selection (no LLM) on 20 questions.
 demo: $(STAMP)
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m hoprag.eval_retrieval data=hotpotqa
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=8
+	$(OFFLINE) $(PY) -m hoprag.eval_retrieval data=hotpotqa
+	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=8
+	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=4 show=0 overwrite=true hydra.run.dir=logs/demo/prunerag
+	$(PY) scripts/show_trees.py logs/demo/prunerag -n 4
+	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=20 show=0 method.generate=false
+
+# The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.
+train: $(STAMP)
+	$(OFFLINE) $(PY) train.py +model=treehop threads=1 hydra.run.dir=logs/demo/treehop_train
+	$(OFFLINE) $(PY) eval.py +method=treehop data=2wiki method.ckpt=logs/demo/treehop_train/export hydra.run.dir=logs/demo/treehop_eval overwrite=true
+	$(PY) scripts/eval_treehop.py logs/demo/treehop_eval
 
 bench: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) scripts/bench_retrieval.py
-	HF_HUB_OFFLINE=1 $(PY) scripts/bench_llm.py
+	$(OFFLINE) $(PY) scripts/bench_retrieval.py
+	$(OFFLINE) $(PY) scripts/bench_llm.py
+	$(OFFLINE) $(PY) scripts/bench_mmkp.py
+	$(OFFLINE) $(PY) scripts/bench_prunerag.py
+	$(OFFLINE) $(PY) scripts/bench_mcts.py
+	$(OFFLINE) $(PY) scripts/bench_treehop.py
 
 clean:
 	rm -rf $(VENV) .cache outputs logs .pytest_cache

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 import pytest
 from hydra.utils import instantiate
@@ -14,7 +13,7 @@ from hoprag.llm.base import continues_reply
 from hoprag.llm.scripted import render
 from hoprag.methods import ChatPrompt, Method, NoRetrieval, StandardRAG, get, names, register
 from hoprag.paths import PROJECT_ROOT
-from hoprag.retrieval import Hit, Retriever
+from tests.fakes import KeywordRetriever
 
 CORPUS = [
     Passage("p1", "Paris", "Paris is the capital of France."),
@@ -26,24 +25,6 @@ EXAMPLES = [
     QAExample("q2", "Which city is in France?", ["Lyon", "Paris"]),
 ]
 RAG_PROMPT = ChatPrompt(system="Use the passages.", user="{passages}\n\nQuestion: {question}\nAnswer:")
-
-
-class KeywordRetriever(Retriever):
-    """Ranks passages by words shared with the query (ties in corpus order); records every batch searched."""
-
-    def __init__(self, corpus):
-        super().__init__(corpus)
-        self.batches: list[list[str]] = []
-
-    def _search(self, queries, k):
-        self.batches.append(queries)
-        results = []
-        for query in queries:
-            words = set(re.findall(r"\w+", query.lower()))
-            overlap = [len(words & set(re.findall(r"\w+", p.contents.lower()))) for p in self.passages]
-            order = sorted(range(len(self.passages)), key=lambda i: (-overlap[i], i))[:k]
-            results.append([Hit(self.passages[i], float(overlap[i]), r) for r, i in enumerate(order, 1)])
-        return results
 
 
 def test_standard_rag_retrieves_once_prompts_once_and_extracts():
