@@ -2,17 +2,33 @@
 
 from hoprag.methods.answer_extraction import AnswerExtractor, Extraction
 from hoprag.methods.base import ChatPrompt, Method, MethodOutput, get, names, register
+from hoprag.methods.iter_retgen import IterRetGen
+from hoprag.methods.mmr_rag import MMRRAG
 from hoprag.methods.no_retrieval import NoRetrieval
+from hoprag.methods.prunerag import PruneRAG
+from hoprag.methods.sc_rag import SCRAG
+from hoprag.methods.sc_rag_search import SCRAGSearch
+from hoprag.methods.sc_rag_select import SCRAGSelect
 from hoprag.methods.standard_rag import StandardRAG
+from hoprag.methods.topk_rag import TopKRAG
+from hoprag.methods.treehop import TreeHopMethod
 
 __all__ = [
     "AnswerExtractor",
     "ChatPrompt",
     "Extraction",
+    "IterRetGen",
+    "MMRRAG",
     "Method",
     "MethodOutput",
     "NoRetrieval",
+    "PruneRAG",
+    "SCRAG",
+    "SCRAGSearch",
+    "SCRAGSelect",
     "StandardRAG",
+    "TopKRAG",
+    "TreeHopMethod",
     "get",
     "names",
     "register",

@@ -1,0 +1,56 @@
+"""Self-Correcting RAG, the full method (spec/self_correcting_rag.md §2): the fused candidate pool, exact MMKP
+context selection (phase I, `hoprag.selectors`), then NLI-guided MCTS over answers from that context
+(phase II, `hoprag.search.mcts`), with AP / CR / Sup of the chosen answer.
+
+Augment children add passages from the runner's retriever outside the selection and its token budget, as
+the released code does. The selection's figures (passages selected, tokens used, budget utilisation, value)
+join the search's in `stats`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hoprag.data.types import Passage, QAExample
+from hoprag.evaluation.cost import Cost
+from hoprag.llm.base import LLM
+from hoprag.methods.base import register
+from hoprag.methods.sc_rag_search import SCRAGSearch
+from hoprag.retrieval.retrievers import Retriever
+from hoprag.selectors import HybridFrontEnd, Selector
+
+
+@register("sc_rag")
+class SCRAG(SCRAGSearch):
+    """`front_end` is a `HybridFrontEnd` or a factory of one taking `retriever=` (a Hydra `_partial_`);
+    `selector` any `Selector`, bound to `llm` so token costs use the generator's tokenizer. The other
+    arguments are `SCRAGSearch`'s (its `k` is unused: the selector decides how many passages are read)."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever,
+        front_end: HybridFrontEnd | Callable[..., HybridFrontEnd],
+        selector: Selector,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(llm, retriever, **kwargs)
+        self.front_end = front_end if isinstance(front_end, HybridFrontEnd) else front_end(retriever=retriever)
+        self.selector = selector
+        self.selector.bind(llm)
+
+    def contexts(
+        self, examples: Sequence[QAExample], costs: Sequence[Cost]
+    ) -> tuple[list[list[Passage]], list[dict[str, float]]]:
+        """Fused pools for the batch, then one selection per question (its time charged as "select")."""
+        pools = self.front_end.pools([ex.question for ex in examples], costs)
+        contexts, stats = [], []
+        for pool, cost in zip(pools, costs):
+            started = time.perf_counter()
+            selection = self.selector.select(pool.question, pool)
+            cost.seconds["select"] += time.perf_counter() - started
+            contexts.append(list(selection.passages))
+            stats.append({f"select/{key}": value for key, value in selection.summary().items()})
+        return contexts, stats

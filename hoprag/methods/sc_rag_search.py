@@ -1,0 +1,133 @@
+"""Self-Correcting RAG, "search only" (spec/self_correcting_rag.md §5, Table 4): the top-k passages, then
+NLI-guided MCTS over sampled JSON answers, then AP / CR / Sup of the chosen answer under the same verifier.
+
+Per question, `stats` holds the three faithfulness figures, the search's cost in LLM samples and NLI pairs
+(`nli_pairs`: pairs asked for; `nli_forwards` and `nli_calls`: the verifier's cache misses and batched
+calls over the batch, shared evenly, as batched wall time is), and the chosen node's reward, value and
+visits; the runner averages them into `method/<key>`. The trace holds the whole tree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hoprag.data.types import Passage, QAExample
+from hoprag.evaluation.cost import Cost, charge_evenly
+from hoprag.llm.base import LLM, Message
+from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+from hoprag.metrics.faithfulness import Answered, FaithfulnessScorer
+from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.mcts import AnswerSearch, MCTSConfig, Node, SearchTree, iter_nodes
+from hoprag.search.sc_rag_answer import SNIPPET_TEMPLATE, ParsedAnswer, parse_answer, render_snippets
+from hoprag.verifiers.base import Verifier
+from hoprag.verifiers.reward import CLAIM_TEMPLATE, DEFAULT_WEIGHTS, EvidenceExtractor, NLIReward
+
+
+@register("sc_rag_search")
+class SCRAGSearch(Method):
+    """`prompt`'s user template has {question} and {passages} (snippets rendered with `snippet_template`).
+    `reward` holds `weights` (entailment, neutral, contradiction) and `aggregation` ("eq2" or "official")."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever,
+        verifier: Verifier,
+        prompt: ChatPrompt,
+        k: int = 5,
+        search: MCTSConfig | None = None,
+        evidence: EvidenceExtractor | None = None,
+        reward: dict[str, Any] | None = None,
+        claim_template: str = CLAIM_TEMPLATE,
+        snippet_template: str = SNIPPET_TEMPLATE,
+        faithfulness: bool = True,
+        trace_raw: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(llm, retriever, **kwargs)
+        self.verifier = verifier
+        self.prompt = prompt
+        self.k = k
+        self.snippet_template = snippet_template
+        self.trace_raw = trace_raw
+        evidence = evidence or EvidenceExtractor()
+        reward = {"weights": DEFAULT_WEIGHTS, "aggregation": "eq2", **(reward or {})}
+        self.reward = NLIReward(verifier, evidence, claim_template=claim_template, **reward)
+        self.faithfulness = FaithfulnessScorer(verifier, evidence, claim_template) if faithfulness else None
+        self.search = AnswerSearch(llm, self.render, self.parse, self.reward, search, retriever)
+
+    def render(self, question: str, passages: Sequence[Passage]) -> list[Message]:
+        return self.prompt(question=question, passages=render_snippets(passages, self.snippet_template))
+
+    def parse(self, raw: str) -> ParsedAnswer:
+        return parse_answer(raw, lambda text: self.extractor(text).answer)
+
+    def contexts(
+        self, examples: Sequence[QAExample], costs: Sequence[Cost]
+    ) -> tuple[list[list[Passage]], list[dict[str, float]]]:
+        """The context each search starts from (here the retriever's top k), with per-question stats."""
+        hits = self.retriever.search([ex.question for ex in examples], self.k, costs=costs)
+        return [[h.passage for h in found] for found in hits], [{} for _ in examples]
+
+    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        contexts, context_stats = self.contexts(examples, costs)
+        calls, scored = self.verifier.calls, self.verifier.pairs_scored
+        trees = self.search.run([ex.question for ex in examples], contexts, costs)
+        chosen = [tree.best() for tree in trees]
+        if any(node is None or node.parsed is None for node in chosen):
+            raise RuntimeError("a search ended without an answer node")  # impossible with simulations >= 1
+        faith: list = [None] * len(trees)
+        if self.faithfulness is not None:
+            started = time.perf_counter()
+            faith = self.faithfulness([_answered(t, n) for t, n in zip(trees, chosen)])
+            share = charge_evenly(costs, time.perf_counter() - started)
+            for cost in costs:
+                cost.seconds["faithfulness"] += share
+        nli_calls = (self.verifier.calls - calls) / len(examples)
+        nli_forwards = (self.verifier.pairs_scored - scored) / len(examples)
+        outputs = []
+        for tree, node, f, ctx, extra in zip(trees, chosen, faith, contexts, context_stats):
+            stats = {**extra, **self._stats(tree, node)}
+            stats.update(nli_calls=nli_calls, nli_forwards=nli_forwards)
+            trace = {"output": node.parsed.raw, "reasoning": node.parsed.reasoning, "cited": list(node.parsed.cited)}
+            if f is not None:
+                stats.update(f.stats())
+                stats["nli_pairs"] += f.pairs
+                trace["claim_labels"] = list(f.labels)
+            trace["tree"] = tree.to_trace(self.trace_raw)
+            outputs.append(
+                MethodOutput(node.parsed.answer, self._read(ctx, tree), trace, node.parsed.failed, stats)
+            )
+        return outputs
+
+    @staticmethod
+    def _stats(tree: SearchTree, node: Node) -> dict[str, float]:
+        answers = [n for n in iter_nodes(tree.root) if n.parsed is not None]
+        return {
+            "llm_samples": float(tree.samples),
+            "nli_pairs": float(tree.nli_pairs),
+            "tree_nodes": float(tree.size),
+            "tree_depth": float(max(n.depth for n in iter_nodes(tree.root))),
+            "sample_parse_failures": sum(n.parsed.failed for n in answers) / max(len(answers), 1),
+            "answer_reward": float(node.reward),
+            "answer_value": float(node.q),
+            "answer_visits": float(node.visits),
+            "context_passages": float(len(tree.root.ctx)),
+            "answer_context_passages": float(len(node.ctx)),
+        }
+
+    @staticmethod
+    def _read(context: Sequence[Passage], tree: SearchTree) -> list[Passage]:
+        """The starting context, then every passage augment nodes added, in the order they were added."""
+        read = {p.id: p for p in context}
+        for node in iter_nodes(tree.root):
+            for p in node.ctx:
+                read.setdefault(p.id, p)
+        return list(read.values())
+
+
+def _answered(tree: SearchTree, node: Node) -> Answered:
+    parsed = node.parsed
+    return Answered(tree.question, parsed.answer, parsed.reasoning, node.ctx, tuple(parsed.cited_passages(node.ctx)))

@@ -1,0 +1,345 @@
+"""NLI-guided Monte Carlo tree search over answers (spec/self_correcting_rag.md §5.3–5.5), batched over questions.
+
+Each tree's nodes are the root (the selected context), *answer* nodes (one sampled answer each, with the
+context of their parent) and *augment* nodes (the parent's context plus up to `augment_add_k` new passages).
+One simulation, for every question of the batch at once:
+
+1. **select**: from the root, descend through expanded nodes by UCT, Q + c·sqrt(ln N(s) / N(s,a)) with
+   unvisited children first (or PUCT, Q + c·P(a|s)·sqrt(N(s)) / (1 + N(s,a)), with a uniform prior or one
+   from the answers' mean token log-probs);
+2. **expand** the leaf reached, if it lies above `max_depth` (depth = edges from the root): `branching`
+   answers are sampled under its context and become its answer children; an answer node's children are
+   thus further samples under the same context (the released code's "re-sample" semantics). If the
+   augment retrieval (the question, plus the leaf's answer for an answer leaf) finds passages not yet in
+   the context, an augment child is added too, when it lies above `max_depth` (so it can be expanded);
+3. **evaluate** every new answer child by the NLI reward of its answer under its context, and
+   **backpropagate** each reward to the root as a running mean (Eq. 9). A leaf at `max_depth` is not
+   expanded: its cached reward is backpropagated again.
+
+An augment child is evaluated when it is first selected (UCT takes unvisited children first, so that is
+the next simulation through its parent): its expansion samples `branching` answers under the augmented
+context. This departs from §5.5, which rolls out one answer for a new augment child at once; deferring it
+makes every expansion one prompt with n = `branching` samples, so one simulation step of the whole batch
+is exactly one `llm.generate` call (temperature 0.7, top-p 0.9, 256 new tokens by default), one batched
+retrieval (stage "augment") and one batched reward (its wall time charged evenly as stage "reward").
+The final answer is the answer node with the highest mean value Q, ties broken by more visits, then by a
+higher own reward, then by creation order.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hoprag.data.types import Passage
+from hoprag.evaluation.cost import Cost, charge_evenly
+from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.sc_rag_answer import ParsedAnswer
+from hoprag.verifiers.reward import Candidate, RewardResult
+
+SELECTIONS = ("uct", "puct")
+PRIORS = ("uniform", "logprob")
+AUGMENT_QUERIES = ("question", "question+answer")
+
+
+@dataclass(frozen=True)
+class MCTSConfig:
+    """Search budget and policy; defaults are the paper's (Tables 10 and 11: N = 24, k = 3, depth 3, c = 1.4)."""
+
+    simulations: int = 24
+    branching: int = 3
+    max_depth: int = 3
+    selection: str = "uct"
+    c: float = 1.4
+    prior: str = "uniform"  # PUCT only
+    augment: bool = True
+    augment_query: str = "question+answer"  # "question" is the released code's choice
+    augment_search_k: int = 10
+    augment_add_k: int = 3
+    temperature: float = 0.7
+    top_p: float = 0.9
+    max_new_tokens: int = 256
+    seed: int | None = None  # step i samples with seed + i
+
+    def __post_init__(self) -> None:
+        if min(self.simulations, self.branching, self.max_depth, self.augment_add_k, self.augment_search_k) < 1:
+            raise ValueError(f"simulations, branching, max_depth and augment sizes must be positive: {self}")
+        for name, value, allowed in (
+            ("selection", self.selection, SELECTIONS),
+            ("prior", self.prior, PRIORS),
+            ("augment_query", self.augment_query, AUGMENT_QUERIES),
+        ):
+            if value not in allowed:
+                raise ValueError(f"mcts {name} must be one of {allowed}, got {value!r}")
+        if self.branching > 1 and self.temperature == 0:
+            raise ValueError("branching > 1 needs temperature > 0 (greedy samples are identical)")
+
+
+@dataclass(eq=False)
+class Node:
+    id: int
+    kind: str  # "root", "answer" or "augment"
+    depth: int
+    ctx: tuple[Passage, ...]
+    parent: Node | None = None
+    parsed: ParsedAnswer | None = None  # answer nodes
+    reward: float | None = None  # answer nodes: the reward of their own answer
+    mean_logprob: float | None = None
+    prior: float = 1.0
+    children: list[Node] = field(default_factory=list)
+    expanded: bool = False
+    visits: int = 0
+    value_sum: float = 0.0
+
+    @property
+    def q(self) -> float:
+        return self.value_sum / self.visits if self.visits else 0.0
+
+    def path(self) -> list[Node]:
+        """This node and its ancestors, up to the root."""
+        node: Node | None = self
+        nodes = []
+        while node is not None:
+            nodes.append(node)
+            node = node.parent
+        return nodes
+
+
+def backpropagate(node: Node, reward: float) -> None:
+    """Eq. 9 on every edge from `node` to the root: one more visit, the reward added to the running sum."""
+    for n in node.path():
+        n.visits += 1
+        n.value_sum += reward
+
+
+def uct(child: Node, parent_visits: int, c: float) -> float:
+    if child.visits == 0:
+        return math.inf
+    return child.q + c * math.sqrt(math.log(max(parent_visits, 1)) / child.visits)
+
+
+def puct(child: Node, parent_visits: int, c: float) -> float:
+    return child.q + c * child.prior * math.sqrt(parent_visits) / (1 + child.visits)
+
+
+def best_child(node: Node, selection: str, c: float) -> Node:
+    """The child maximising the selection score; the first one on ties."""
+    score = uct if selection == "uct" else puct
+    return max(node.children, key=lambda ch: score(ch, node.visits, c))
+
+
+def select(root: Node, selection: str = "uct", c: float = 1.4) -> Node:
+    node = root
+    while node.expanded and node.children:
+        node = best_child(node, selection, c)
+    return node
+
+
+def final_answer(root: Node) -> Node | None:
+    """The answer node with the highest mean Q; ties: more visits, then higher own reward, then older."""
+    answers = [n for n in iter_nodes(root) if n.kind == "answer"]
+    return max(answers, key=lambda n: (n.q, n.visits, n.reward), default=None)
+
+
+def iter_nodes(root: Node) -> list[Node]:
+    """All nodes in creation order (ids are assigned in creation order)."""
+    stack, nodes = [root], []
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.children)
+    return sorted(nodes, key=lambda n: n.id)
+
+
+@dataclass
+class SearchTree:
+    """One question's search: the tree, and what it cost."""
+
+    question: str
+    root: Node
+    cost: Cost | None = None
+    size: int = 1
+    simulations: int = 0
+    samples: int = 0
+    nli_pairs: int = 0
+
+    def new_node(self, **fields: Any) -> Node:
+        node = Node(id=self.size, **fields)
+        self.size += 1
+        return node
+
+    def best(self) -> Node | None:
+        return final_answer(self.root)
+
+    def to_trace(self, raw: bool = False) -> dict[str, Any]:
+        """The tree as JSON: every node with its visits, mean value and reward (raw text if `raw`)."""
+        best = self.best()
+        answered = [n for n in iter_nodes(self.root) if n.reward is not None]
+        top = max(answered, key=lambda n: n.reward, default=None)
+        nodes = []
+        for n in iter_nodes(self.root):
+            record: dict[str, Any] = {
+                "id": n.id,
+                "parent": n.parent.id if n.parent else None,
+                "kind": n.kind,
+                "depth": n.depth,
+                "visits": n.visits,
+                "value": round(n.q, 4),
+            }
+            if n.parsed is not None:
+                record.update(reward=round(n.reward, 4), answer=n.parsed.answer, format=n.parsed.format)
+                if raw:
+                    record["raw"] = n.parsed.raw
+            if n.kind == "augment" and n.parent is not None:
+                record["added"] = [p.id for p in n.ctx if p not in n.parent.ctx]
+            nodes.append(record)
+        return {
+            "chosen": best.id if best else None,
+            "best_reward_node": top.id if top else None,
+            "best_reward_answer": top.parsed.answer if top and top.parsed else None,
+            "nodes": nodes,
+        }
+
+
+class AnswerSearch:
+    """Runs the search for a batch of questions: one LLM call, one retrieval and one reward call per step.
+
+    `prompt(question, passages)` renders the generator prompt; `parse(raw)` reads an answer from a sample;
+    `reward(candidates)` scores answers (Eq. 2); `retriever` serves augment children (none: no augments).
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        prompt: Callable[[str, Sequence[Passage]], Prompt],
+        parse: Callable[[str], ParsedAnswer],
+        reward: Callable[[Sequence[Candidate]], list[RewardResult]],
+        config: MCTSConfig | None = None,
+        retriever: Retriever | None = None,
+    ) -> None:
+        self.llm = llm
+        self.prompt = prompt
+        self.parse = parse
+        self.reward = reward
+        self.config = config or MCTSConfig()
+        self.retriever = retriever
+
+    def run(
+        self, questions: Sequence[str], contexts: Sequence[Sequence[Passage]], costs: Sequence[Cost] | None = None
+    ) -> list[SearchTree]:
+        if len(questions) != len(contexts) or (costs is not None and len(costs) != len(questions)):
+            raise ValueError("one context (and one cost record) per question")
+        trees = [
+            SearchTree(q, Node(id=0, kind="root", depth=0, ctx=tuple(ctx)), costs[i] if costs else None)
+            for i, (q, ctx) in enumerate(zip(questions, contexts))
+        ]
+        for step in range(self.config.simulations):
+            self.simulate(trees, step)
+        return trees
+
+    def simulate(self, trees: Sequence[SearchTree], step: int = 0) -> None:
+        """One select → expand → evaluate → backpropagate round over all trees."""
+        cfg = self.config
+        expanding: list[tuple[SearchTree, Node]] = []
+        for tree in trees:
+            tree.simulations += 1
+            leaf = select(tree.root, cfg.selection, cfg.c)
+            if leaf.depth >= cfg.max_depth:
+                backpropagate(leaf, leaf.reward if leaf.reward is not None else 0.0)
+            else:
+                expanding.append((tree, leaf))
+        if not expanding:
+            return
+        augments = self._augment_passages(expanding)
+        generations = self.llm.generate(
+            [self.prompt(tree.question, leaf.ctx) for tree, leaf in expanding],
+            costs=[tree.cost for tree, _ in expanding],
+            stage="mcts",
+            n=cfg.branching,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=None if cfg.seed is None else cfg.seed + step,
+        )
+        new: list[tuple[SearchTree, Node]] = []
+        for (tree, leaf), samples, added in zip(expanding, generations, augments):
+            new += [(tree, self._answer_child(tree, leaf, g)) for g in samples]
+            tree.samples += len(samples)
+            if added:
+                leaf.children.append(
+                    tree.new_node(kind="augment", depth=leaf.depth + 1, ctx=leaf.ctx + tuple(added), parent=leaf)
+                )
+            self._set_priors(leaf)
+            leaf.expanded = True
+        started = time.perf_counter()
+        results = self.reward(
+            [Candidate(t.question, n.parsed.answer, n.parsed.reasoning, n.parsed.raw, n.ctx) for t, n in new]
+        )
+        share = charge_evenly([tree.cost for tree, _ in expanding], time.perf_counter() - started)
+        for tree, _ in expanding:
+            if tree.cost is not None:
+                tree.cost.seconds["reward"] += share
+        for (tree, node), result in zip(new, results):
+            node.reward = result.value
+            tree.nli_pairs += result.pairs
+            backpropagate(node, result.value)
+
+    def _answer_child(self, tree: SearchTree, leaf: Node, generation: Generation) -> Node:
+        node = tree.new_node(
+            kind="answer",
+            depth=leaf.depth + 1,
+            ctx=leaf.ctx,
+            parent=leaf,
+            parsed=self.parse(generation.text),
+            mean_logprob=generation.mean_logprob,
+        )
+        leaf.children.append(node)
+        return node
+
+    def _augment_passages(self, expanding: Sequence[tuple[SearchTree, Node]]) -> list[list[Passage]]:
+        """New passages for each expanding leaf's augment child (empty: no augment child), one batched search."""
+        cfg = self.config
+        wanted = [
+            i for i, (_, leaf) in enumerate(expanding)
+            if cfg.augment and self.retriever is not None and leaf.depth + 1 < cfg.max_depth
+        ]
+        added: list[list[Passage]] = [[] for _ in expanding]
+        if not wanted:
+            return added
+        queries = []
+        for i in wanted:
+            tree, leaf = expanding[i]
+            answer = leaf.parsed.answer if leaf.parsed is not None else ""
+            use_answer = cfg.augment_query == "question+answer" and answer
+            queries.append(f"{tree.question} {answer}" if use_answer else tree.question)
+        assert self.retriever is not None
+        hits = self.retriever.search(
+            queries, cfg.augment_search_k, costs=[expanding[i][0].cost for i in wanted], stage="augment"
+        )
+        for i, found in zip(wanted, hits):
+            have = {p.id for p in expanding[i][1].ctx}
+            added[i] = [h.passage for h in found if h.passage.id not in have][: cfg.augment_add_k]
+        return added
+
+    def _set_priors(self, node: Node) -> None:
+        """PUCT priors of a freshly expanded node's children: uniform, or the answers share (k / (k+1) with an
+        augment child, which gets 1 / (k+1)) in proportion to exp(mean token log-prob)."""
+        children = node.children
+        if self.config.prior == "uniform":
+            for ch in children:
+                ch.prior = 1.0 / len(children)
+            return
+        answers = [ch for ch in children if ch.kind == "answer"]
+        share = len(answers) / len(children)
+        logps = [ch.mean_logprob if ch.mean_logprob is not None else 0.0 for ch in answers]
+        top = max(logps)
+        weights = [math.exp(lp - top) for lp in logps]
+        for ch, w in zip(answers, weights):
+            ch.prior = share * w / sum(weights)
+        for ch in children:
+            if ch.kind == "augment":
+                ch.prior = 1.0 / len(children)

