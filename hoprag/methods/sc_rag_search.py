@@ -28,7 +28,9 @@ from hoprag.verifiers.reward import CLAIM_TEMPLATE, DEFAULT_WEIGHTS, EvidenceExt
 @register("sc_rag_search")
 class SCRAGSearch(Method):
     """`prompt`'s user template has {question} and {passages} (snippets rendered with `snippet_template`).
-    `reward` holds `weights` (entailment, neutral, contradiction) and `aggregation` ("eq2" or "official")."""
+    `reward` holds `weights` (entailment, neutral, contradiction) and `aggregation` ("eq2" or "official").
+    `answer_prefix` (e.g. `{"answer": "`) is an assistant prefill that starts every sample's JSON for small
+    models; the parser reads it back in front of the continuation. None (the paper) leaves the reply free."""
 
     def __init__(
         self,
@@ -44,6 +46,7 @@ class SCRAGSearch(Method):
         snippet_template: str = SNIPPET_TEMPLATE,
         faithfulness: bool = True,
         trace_raw: bool = False,
+        answer_prefix: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
@@ -52,6 +55,7 @@ class SCRAGSearch(Method):
         self.k = k
         self.snippet_template = snippet_template
         self.trace_raw = trace_raw
+        self.answer_prefix = answer_prefix or ""
         evidence = evidence or EvidenceExtractor()
         reward = {"weights": DEFAULT_WEIGHTS, "aggregation": "eq2", **(reward or {})}
         self.reward = NLIReward(verifier, evidence, claim_template=claim_template, **reward)
@@ -59,10 +63,13 @@ class SCRAGSearch(Method):
         self.search = AnswerSearch(llm, self.render, self.parse, self.reward, search, retriever)
 
     def render(self, question: str, passages: Sequence[Passage]) -> list[Message]:
-        return self.prompt(question=question, passages=render_snippets(passages, self.snippet_template))
+        messages = self.prompt(question=question, passages=render_snippets(passages, self.snippet_template))
+        if self.answer_prefix:  # continued, not answered: the LLM returns what follows the prefix
+            messages.append({"role": "assistant", "content": self.answer_prefix})
+        return messages
 
     def parse(self, raw: str) -> ParsedAnswer:
-        return parse_answer(raw, lambda text: self.extractor(text).answer)
+        return parse_answer(self.answer_prefix + raw, lambda text: self.extractor(text).answer)
 
     def contexts(
         self, examples: Sequence[QAExample], costs: Sequence[Cost]

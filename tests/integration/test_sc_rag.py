@@ -15,6 +15,7 @@ import pytest
 from hydra.utils import instantiate
 
 from hoprag.data import QADataset
+from hoprag.evaluation.cost import Cost
 from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import SCRAG, SCRAGSearch
@@ -119,3 +120,19 @@ def test_eval_py_with_the_real_llm(tmp_path):
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
     assert metrics["method/llm_samples"] == 4 and metrics["cost/mean/completion_tokens"] > 0
     assert "method/attribution_precision" in metrics and "method/support" in metrics
+
+
+def test_an_answer_prefix_is_prefilled_and_read_back_in_front_of_the_continuation(compose_cfg, dataset, dense):
+    cfg = compose_cfg("eval", ["+method=sc_rag_search", "verifier@method.verifier=scripted", *SEARCH])
+    prefix = '{"answer": "'
+    continuation = (r"\[doc_id=1\] title=([^\n]*)", r'\1", "evidence_doc_ids": [1], "reasoning": "It says so."}', -0.3)
+    llm = ScriptedLLM(rules=[continuation], default_reply="nothing")
+    method = instantiate(cfg.method)(
+        llm=llm, retriever=dense, verifier=verifier(), evidence=EvidenceExtractor(HashEmbedder()), answer_prefix=prefix
+    )
+    outputs = method.answer(dataset.examples[:1], [Cost()])
+    prompt = llm.calls[0].prompts[0]
+    assert prompt[-1] == {"role": "assistant", "content": prefix}
+    # the scripted continuation names the first snippet's title: a whole JSON answer once the prefix is back
+    assert not outputs[0].parse_failed and outputs[0].prediction in {p.title for p in dense.passages}
+    assert method.parse('Paris", "evidence_doc_ids": [2], "reasoning": "r"}').answer == "Paris"
