@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
+import numpy as np
+
+from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.retrievers import Hit, Retriever
 
 
@@ -23,3 +27,20 @@ class KeywordRetriever(Retriever):
             order = sorted(range(len(self.passages)), key=lambda i: (-overlap[i], i))[:k]
             results.append([Hit(self.passages[i], float(overlap[i]), r) for r, i in enumerate(order, 1)])
         return results
+
+
+class HashEmbedder(Embedder):
+    """Bag of words hashed into `dim` buckets; records the size of every encode call."""
+
+    def __init__(self, name: str = "hash-bow", dim: int = 64, **kwargs) -> None:
+        super().__init__(name=name, model="test://hash-bow", **kwargs)
+        self.dim = dim
+        self.calls: list[int] = []
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        self.calls.append(len(texts))
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return out

@@ -3,10 +3,8 @@ faithfulness and cost figures it reports; a scripted LLM and verifier (and one s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -20,9 +18,10 @@ from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import SCRAG, SCRAGSearch
 from hoprag.paths import PROJECT_ROOT
-from hoprag.retrieval import DenseRetriever, Embedder
+from hoprag.retrieval import DenseRetriever
 from hoprag.verifiers import ScriptedVerifier
 from hoprag.verifiers.reward import EvidenceExtractor
+from tests.fakes import HashEmbedder
 
 SEARCH = ["method.search.simulations=4", "method.search.max_depth=2", "method.search.seed=3"]
 REPLY = (
@@ -30,21 +29,6 @@ REPLY = (
     r'Here: {"answer": "\1", "evidence_doc_ids": [1], "reasoning": "Snippet 1 is about \1. It answers it."}',
     -0.3,
 )
-
-
-class HashEmbedder(Embedder):
-    """Bag of words hashed into 64 buckets: a dense retriever without a model."""
-
-    def __init__(self) -> None:
-        super().__init__(name="hash-bow", model="test://hash-bow")
-        self.dim = 64
-
-    def _encode(self, texts, batch_size):
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return out
 
 
 @pytest.fixture(scope="module")

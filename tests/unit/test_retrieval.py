@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import re
 
 import faiss
 import numpy as np
@@ -18,7 +16,6 @@ from hoprag.retrieval import (
     BM25Retriever,
     DenseIndex,
     DenseRetriever,
-    Embedder,
     FusionRetriever,
     Hit,
     IndexMismatchError,
@@ -28,25 +25,9 @@ from hoprag.retrieval import (
 )
 from hoprag.retrieval.dense import adapt_factory
 from hoprag.retrieval.embedders import _shared_model
+from tests.fakes import HashEmbedder
 
 WORDS = [f"w{i}" for i in range(400)]
-
-
-class HashEmbedder(Embedder):
-    """Bag of words hashed into `dim` buckets; records the size of every encode call."""
-
-    def __init__(self, name: str = "hash-bow", dim: int = 64, **kwargs) -> None:
-        super().__init__(name=name, model="test://hash-bow", **kwargs)
-        self.dim = dim
-        self.calls: list[int] = []
-
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        self.calls.append(len(texts))
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return out
 
 
 def make_corpus(n: int, seed: int = 0) -> list[Passage]:

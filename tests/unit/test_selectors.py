@@ -3,8 +3,6 @@ built on them (spec §13), on hand-made pools and a hashed bag-of-words dense in
 
 from __future__ import annotations
 
-import hashlib
-import re
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from hoprag.evaluation.cost import Cost
 from hoprag.llm import ScriptedLLM
 from hoprag.llm.scripted import render
 from hoprag.methods import ChatPrompt, MMRRAG, SCRAGSelect, TopKRAG, get
-from hoprag.retrieval import DenseRetriever, Embedder, FusionRetriever, BM25Retriever
+from hoprag.retrieval import BM25Retriever, DenseRetriever, FusionRetriever
 from hoprag.selectors import (
     CandidatePool,
     HybridFrontEnd,
@@ -34,6 +32,7 @@ from hoprag.selectors import (
     words_x13,
 )
 from hoprag.selectors.items import centroid_diversity
+from tests.fakes import HashEmbedder
 
 
 def unit(rows) -> np.ndarray:
@@ -118,21 +117,6 @@ def test_official_fusion_scores_ranks_and_the_centroid_by_hand():
 
 
 WORDS = [f"w{i}" for i in range(300)]
-
-
-class HashEmbedder(Embedder):
-    """Bag of words hashed into 64 buckets."""
-
-    def __init__(self) -> None:
-        super().__init__(name="hash-bow", model="test://hash-bow")
-        self.dim = 64
-
-    def _encode(self, texts, batch_size):
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return out
 
 
 def make_corpus(n: int = 80) -> list[Passage]:
