@@ -7,11 +7,13 @@
 
 Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (offline). Rerunning with the same
 `hydra.run.dir` resumes from `last.ckpt`. A module with an `export(dir)` method writes the best weights to
-`<run>/export`. Returns `optimized_metric` (the model's monitored metric) for sweepers.
+`<run>/export`, and copies it to the model's `publish_dir` when it has one (where eval configs look for it
+by default). Returns `optimized_metric` (the model's monitored metric) for sweepers.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -50,6 +52,16 @@ def export_best(module: L.LightningModule, trainer: L.Trainer, directory: Path) 
     print(f"exported {'best' if best else 'final'} weights to {directory}")
 
 
+def publish(export: Path, target: str) -> None:
+    """Copy the export where the evaluation configs look for it by default (the model's `publish_dir`)."""
+    staging = Path(f"{target}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(export, staging)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)  # a reader never sees half a folder
+    print(f"published {export} to {target}")
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     require_model(cfg)
@@ -77,6 +89,8 @@ def main(cfg: DictConfig) -> float | None:
         metrics |= {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.export and hasattr(module, "export") and trainer.is_global_zero:
         export_best(module, trainer, Path(cfg.paths.output_dir) / "export")
+        if cfg.model.get("publish_dir"):
+            publish(Path(cfg.paths.output_dir) / "export", cfg.model.publish_dir)
 
     print("\n".join(f"  {k:<36} {v:.4f}" for k, v in sorted(metrics.items())))
     if "wandb" in sys.modules:  # one wandb run per Hydra job of a multirun

@@ -102,6 +102,24 @@ def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_p
     assert not (tmp_path / "export" / "adapter_config.json").exists()
 
 
+def test_frozen_embeddings_stay_put_while_the_rest_trains(datamodule):
+    torch.manual_seed(0)
+    module = NLIVerifierModule(BACKBONE, freeze_embeddings=True, lr=1e-3, warmup_ratio=0.0)
+    module._trainer = SimpleNamespace(estimated_stepping_batches=10, should_stop=False)
+    module.log = lambda *a, **kw: None
+    words = module.net.get_input_embeddings().weight
+    assert not words.requires_grad
+    before = {n: p.detach().clone() for n, p in module.net.named_parameters()}
+    optimizer = module.configure_optimizers()["optimizer"]
+    assert all(p is not words for group in optimizer.param_groups for p in group["params"])
+    module.training_step(next(iter(datamodule.train_dataloader())), 0).backward()
+    optimizer.step()
+    after = dict(module.net.named_parameters())
+    changed = {n for n in before if not torch.equal(before[n], after[n])}
+    assert "bert.embeddings.word_embeddings.weight" not in changed
+    assert {"classifier.weight", "bert.encoder.layer.0.attention.self.query.weight"} <= changed
+
+
 def test_module_logs_accuracy_per_source_and_label(datamodule):
     module = NLIVerifierModule(BACKBONE).eval()
     module.build_metrics(datamodule.val_names)
