@@ -69,6 +69,8 @@ class CrossEncoderVerifier(Verifier):
         if self._loaded is None:
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+            import hoprag.verifiers.mean_pool  # noqa: F401 - registers hoprag's mean-pooling classifier
+
             path = resolve_model_ref(self.model)
             if Path(path).is_absolute() and not Path(path).is_dir():
                 raise FileNotFoundError(

@@ -1,11 +1,13 @@
 """Fine-tune a cross-encoder NLI verifier: `python train.py +model=nli_verifier`.
 
 The default backbone is the offline MiniLM encoder with a fresh 3-way head. Training is either full
-fine-tuning or LoRA (peft); `freeze_embeddings` keeps the vocabulary matrix fixed, which on a CPU buys ~20%
-more steps for no measured loss. A wall-clock budget (`train_minutes`) makes CPU runs predictable: the learning
-rate decays linearly to zero at whichever comes first, the last step or the budget, and training then stops
-(validation still runs on the final weights). `export(dir)` writes a plain Hugging Face folder (weights,
-tokenizer, `id2label`) that `CrossEncoderVerifier` loads.
+fine-tuning or LoRA (peft). `pooling` is the head's input: the [CLS] state (`cls`, any backbone, the
+Hugging Face default) or the mean of the token states (`mean`, BERT-family backbones, `mean_pool.py`).
+`freeze_embeddings` keeps the vocabulary matrix fixed, which on a CPU buys ~20% more steps. A wall-clock
+budget (`train_minutes`) makes CPU runs predictable: the learning rate decays linearly to zero at whichever
+comes first, the last step or the budget, and training then stops (validation still runs on the final
+weights). `export(dir)` writes a Hugging Face folder (weights, tokenizer, `id2label`) that
+`CrossEncoderVerifier` loads.
 """
 
 from __future__ import annotations
@@ -44,16 +46,22 @@ class NLIVerifierModule(L.LightningModule):
         train_minutes: float | None = None,
         dropout: float | None = None,
         freeze_embeddings: bool = False,
+        pooling: str = "cls",
     ) -> None:
         super().__init__()
         if finetune not in ("full", "lora"):
             raise ValueError(f"finetune must be 'full' or 'lora', got {finetune!r}")
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
         self.save_hyperparameters(logger=False)
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from hoprag.verifiers.mean_pool import mean_pool_classifier
+
         path = resolve_model_ref(backbone)
         extra = {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-        self.net = AutoModelForSequenceClassification.from_pretrained(
+        load = AutoModelForSequenceClassification.from_pretrained if pooling == "cls" else mean_pool_classifier
+        self.net = load(
             path,
             num_labels=len(LABELS),
             id2label=dict(enumerate(LABELS)),

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from hoprag.paths import data_root
+from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers import LABELS, CrossEncoderVerifier
+from hoprag.verifiers.mean_pool import mean_pool_classifier
 from hoprag.verifiers.nli_data import LengthGroupedSampler, NLIDataModule, load_source, ptb_detokenize
 from hoprag.verifiers.training import NLIVerifierModule
 
@@ -75,10 +77,11 @@ def test_datamodule_pads_batches_and_names_one_loader_per_validation_source(data
         assert b["labels"].dtype == torch.long and set(b["labels"].tolist()) <= {0, 1, 2}
 
 
-@pytest.mark.parametrize("finetune", ["full", "lora"])
-def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_path, finetune):
+@pytest.mark.parametrize(("finetune", "pooling"), [("full", "cls"), ("lora", "cls"), ("full", "mean"), ("lora", "mean")])
+def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_path, finetune, pooling):
     torch.manual_seed(0)
-    module = NLIVerifierModule(BACKBONE, finetune=finetune, lora={"r": 4, "target_modules": ["query", "value"]})
+    lora = {"r": 4, "target_modules": ["query", "value"]}
+    module = NLIVerifierModule(BACKBONE, finetune=finetune, lora=lora, pooling=pooling)
     trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
     total = sum(p.numel() for p in module.parameters())
     assert (trainable == total) == (finetune == "full")
@@ -100,6 +103,27 @@ def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_p
     ]
     np.testing.assert_allclose(np.array(verifier(pairs)), expected, atol=2e-3)  # LoRA merged into the weights
     assert not (tmp_path / "export" / "adapter_config.json").exists()
+    architecture = {"cls": "BertForSequenceClassification", "mean": "BertMeanPoolForSequenceClassification"}[pooling]
+    assert type(verifier._load()[1]).__name__ == architecture
+
+
+def test_mean_pooling_ignores_padding_and_refuses_a_non_bert_backbone(tmp_path):
+    from transformers import AutoTokenizer, DistilBertConfig
+
+    path = resolve_model_ref(BACKBONE)
+    net = mean_pool_classifier(path, num_labels=3).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    pair = ("A dog runs in the park.", "An animal is outside.")
+    with torch.inference_mode():
+        alone = net(**tok(*pair, return_tensors="pt")).logits
+        padded = net(**tok([pair[0], "A much longer premise that forces padding onto the first pair."],
+                           [pair[1], "Some hypothesis."], padding=True, return_tensors="pt")).logits
+    torch.testing.assert_close(padded[0], alone[0], atol=1e-5, rtol=1e-4)
+    DistilBertConfig().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="pooling=mean needs a BERT-family backbone"):
+        mean_pool_classifier(str(tmp_path))
+    with pytest.raises(ValueError, match="pooling must be"):
+        NLIVerifierModule(BACKBONE, pooling="max")
 
 
 def test_frozen_embeddings_stay_put_while_the_rest_trains(datamodule):
