@@ -1,11 +1,11 @@
 """A BERT cross-encoder that classifies the mean of its token states instead of the [CLS] state.
 
-Sentence-transformers encoders such as the offline all-MiniLM-L6-v2 were trained for mean pooling: their
-[CLS] state carries no trained summary, so a fresh head on it starts further from a good classifier. With
-the same budget, mean pooling gave +1.5 points of MultiNLI matched accuracy after one epoch and +1.0 after
-two. The class is registered with transformers' Auto classes under its own `model_type`, so an exported
-folder loads through `AutoModelForSequenceClassification` wherever hoprag is imported, and can never be
-mistaken for a [CLS]-pooled `BertForSequenceClassification`.
+Sentence-transformers encoders such as the offline all-MiniLM-L6-v2 were trained for mean pooling, not to
+summarise the input in their [CLS] state, so a fresh head on [CLS] starts further from a good classifier.
+With the same budget, mean pooling gave +1.5 points of MultiNLI matched accuracy after one epoch and +1.0
+after two. The class is registered with transformers' Auto classes under its own `model_type`, so an
+exported folder loads through `AutoModelForSequenceClassification` wherever hoprag is imported, and can
+never be mistaken for a [CLS]-pooled `BertForSequenceClassification`.
 """
 
 from __future__ import annotations

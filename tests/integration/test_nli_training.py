@@ -38,7 +38,8 @@ def run(args: list[str]) -> str:
 @pytest.mark.slow
 def test_train_export_reload_and_evaluate(tmp_path):
     published = tmp_path / "cache" / "verifiers" / "minilm-nli"
-    out = run(["train.py", "+model=nli_verifier", *SHRUNK, f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache"])
+    cache = f"paths.cache_dir={tmp_path}/cache"
+    out = run(["train.py", "+model=nli_verifier", *SHRUNK, f"hydra.run.dir={tmp_path}/run", cache])
     assert "val/acc_matched" in out and "exported best weights" in out
     assert sorted(p.name for p in published.iterdir()) == sorted(p.name for p in (tmp_path / "run" / "export").iterdir())
     rows = list(csv.DictReader(next((tmp_path / "run" / "csv").rglob("metrics.csv")).open()))
