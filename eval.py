@@ -5,18 +5,32 @@
     python eval.py -m +method=no_retrieval,standard_rag data=hotpotqa,2wiki      # a sweep
 
 Writes `predictions.jsonl` and `metrics.json` to the run directory and logs the metrics (CSV, wandb
-offline). Rerunning with the same `hydra.run.dir` resumes a killed run; `overwrite=true` starts afresh.
-Returns `optimized_metric` (default f1) for sweepers.
+offline). Rerunning with the same `hydra.run.dir` resumes a killed run (or extends it to a larger `limit`);
+a rerun whose method, data files, LLM, retriever or metrics differ from the run's `run_fingerprint.json` is
+refused, naming the differing keys, before anything in the directory changes; `overwrite=true` starts
+afresh. Returns `optimized_metric` (default f1) for sweepers.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import register_resolvers
-from hoprag.evaluation.runner import build, format_summary, require_method, run
+from hoprag.config import check_config, register_resolvers
+from hoprag.evaluation.fingerprint import eval_fingerprint, save_hydra_files
+from hoprag.evaluation.predictions import PredictionFile
+from hoprag.evaluation.runner import (
+    PREDICTIONS,
+    build,
+    format_summary,
+    method_name,
+    refuse_mixing,
+    require_method,
+    run,
+)
 from hoprag.utils.loggers import log_run
 
 register_resolvers()
@@ -25,18 +39,24 @@ register_resolvers()
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
 def main(cfg: DictConfig) -> float:
     require_method(cfg)
-    dataset, method = build(cfg)
+    check_config(cfg)
+    output_dir = Path(cfg.paths.output_dir)
+    dataset = instantiate(cfg.data)
+    fingerprint = eval_fingerprint(cfg)
+    if not cfg.overwrite:  # every refusal before the index is built and before .hydra/ is rewritten
+        refuse_mixing(PredictionFile(output_dir / PREDICTIONS), method_name(cfg), dataset.examples, fingerprint)
+    save_hydra_files(output_dir, cfg)
     metrics = run(
-        method,
+        build(cfg, dataset),
         dataset.examples,
-        cfg.paths.output_dir,
+        output_dir,
         batch_size=cfg.batch_size,
         overwrite=cfg.overwrite,
         suite=instantiate(cfg.metrics),
-        passage=method.retriever.get if method.retriever is not None else None,
         run_info={"dataset": dataset.name},
+        fingerprint=fingerprint,
     )
-    print(format_summary(cfg.paths.output_dir, show=cfg.show))
+    print(format_summary(output_dir, show=cfg.show))
     log_run(cfg.get("logger"), OmegaConf.to_container(cfg, resolve=True), metrics)
     return metrics[cfg.optimized_metric]
 

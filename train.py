@@ -6,9 +6,11 @@
     python train.py -m +model=treehop seed=1,2,3                 # a sweep
 
 Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (offline). Rerunning with the same
-`hydra.run.dir` resumes from `last.ckpt`. A module with an `export(dir)` method writes the best weights to
-`<run>/export`, and copies it to the model's `publish_dir` when it has one (where eval configs look for it
-by default). Returns `optimized_metric` (the model's monitored metric) for sweepers.
+`hydra.run.dir` resumes from `last.ckpt`, unless the rerun's training settings differ from those the run was
+started with (`run_fingerprint.json`; `RESUMABLE` lists what may change): then it is refused, naming the
+differing keys, and `ckpt_path=null` trains afresh. A module with an `export(dir)` method writes the best
+weights to `<run>/export`, and copies it to the model's `publish_dir` when it has one (where eval configs look
+for it by default). Returns `optimized_metric` (the model's monitored metric) for sweepers.
 """
 
 from __future__ import annotations
@@ -23,9 +25,21 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import register_resolvers
+from hoprag.config import check_config, register_resolvers
+from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files, select
 
 register_resolvers()
+
+# A resume must match the checkpoint's run in these sections, except for the RESUMABLE keys: how long training
+# goes on (a larger max_epochs extends a run), how it logs, and paths. Anything else (lr, data, sizes, seed,
+# precision, devices, early stopping) would carry the old optimizer state and "best" score into other settings.
+# (EarlyStopping restores its own patience from the checkpoint, so that one cannot change on resume either.)
+TRAIN_SECTIONS = ("model", "trainer", "callbacks", "seed")
+RESUMABLE = (
+    "trainer.max_epochs", "trainer.max_steps", "trainer.max_time", "trainer.log_every_n_steps",
+    "trainer.enable_progress_bar", "trainer.num_sanity_val_steps", "*.default_root_dir", "*.dirpath",
+    "*.cache_dir", "*.data_dir", "*.root", "model.publish_dir", "*.embedder.device", "*.embedder.batch_size",
+)  # fmt: skip
 
 
 def require_model(cfg: DictConfig) -> None:
@@ -36,11 +50,17 @@ def require_model(cfg: DictConfig) -> None:
 
 
 def resume_path(cfg: DictConfig) -> str | None:
-    """`ckpt_path: auto` resumes a killed run from its own last checkpoint, when there is one."""
-    if cfg.ckpt_path != "auto":
-        return cfg.ckpt_path
-    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
-    return str(last) if last.exists() else None
+    """`ckpt_path: auto` resumes a killed run from its own last checkpoint, when there is one and the run was
+    started with the same training settings (else `ResumeRefused`); a start from anything else records them.
+    An explicit `ckpt_path` is the user's choice (e.g. fine-tuning another run's weights) and is not checked."""
+    output_dir = Path(cfg.paths.output_dir)
+    fingerprint = select(cfg, TRAIN_SECTIONS, RESUMABLE)
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if cfg.ckpt_path == "auto" and last.exists():
+        refuse_changed(output_dir, fingerprint, what="checkpoints", remedy="ckpt_path=null to train afresh here")
+        return str(last)
+    save(output_dir, fingerprint)
+    return None if cfg.ckpt_path == "auto" else cfg.ckpt_path
 
 
 def export_best(module: L.LightningModule, trainer: L.Trainer, directory: Path) -> None:
@@ -65,6 +85,9 @@ def publish(export: Path, target: str) -> None:
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     require_model(cfg)
+    check_config(cfg)
+    ckpt_path = resume_path(cfg) if cfg.train else None  # refused before anything is built or written
+    save_hydra_files(cfg.paths.output_dir, cfg)
     if cfg.get("threads"):
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
@@ -78,7 +101,7 @@ def main(cfg: DictConfig) -> float | None:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
     if cfg.train:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_path(cfg))
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}  # the last epoch's
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and checkpoint.best_model_score is not None:  # what the exported weights scored

@@ -2,8 +2,9 @@
 
     python -m hoprag.build_index data=hotpotqa retriever=dense [embedder=bge_m3] [index=hnsw] [force=true]
 
-The index is cached under `paths.index_dir` by corpus fingerprint, embedder and index type; running
-this again is a no-op unless the corpus or the configuration changed, or `force=true`.
+The index is cached under `paths.index_dir`, one directory per corpus fingerprint and per digest of what
+decides the index (embedder with its passage template, index type; BM25 parameters); running this again
+is a no-op unless the corpus or the configuration changed (a new directory beside the old), or `force=true`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from hoprag.config import register_resolvers
+from hoprag.config import check_config, register_resolvers
 from hoprag.retrieval import FusionRetriever
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="build_index")
 def main(cfg: DictConfig) -> None:
+    check_config(cfg)
     dataset = instantiate(cfg.data)
     corpus = dataset.corpus()
     log.info("corpus of %s: %d passages", dataset.name, len(corpus))

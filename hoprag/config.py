@@ -1,13 +1,91 @@
-"""Hydra/OmegaConf glue shared by every entry point."""
+"""Hydra/OmegaConf glue shared by every entry point: resolvers, and the checks a composed config must pass."""
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from hoprag.paths import PROJECT_ROOT
+
+
+class Rule(NamedTuple):
+    """Keys matching `pattern` (whole name) must hold an integer >= `minimum` (or null when `nullable`)."""
+
+    pattern: str
+    minimum: int
+    nullable: bool
+    meaning: str
+
+
+# The numbers a run cannot mean, by key name wherever the key sits (data, method, retriever, llm,
+# selector, model, ...). `ks` is a list: each entry is checked. Keys matching no rule are never touched.
+NUMBER_RULES: tuple[Rule, ...] = (
+    Rule(r"batch_size", 1, False, "items per batch"),
+    Rule(r"limit", 0, True, "questions to keep; null: all"),
+    Rule(r"k|[a-z0-9_]+_k", 1, False, "passages or candidates to take"),
+    Rule(r"ks", 1, False, "cut-offs of the retrieval metrics"),
+    Rule(r"simulations", 1, False, "search simulations"),
+    Rule(r"branching", 1, False, "children per expansion"),
+    Rule(r"max_depth", 1, False, "tree depth"),
+    Rule(r"max_new_tokens", 1, False, "tokens to generate"),
+    Rule(r"n", 1, False, "samples per prompt"),
+)
+# Keys a pattern matches that count something else: Lightning's ModelCheckpoint takes -1 (keep every
+# checkpoint) and 0 (keep none), and the reciprocal-rank-fusion constant may be 0 (score 1 / rank).
+EXEMPT = frozenset({"save_top_k", "rrf_k"})
 
 
 def register_resolvers() -> None:
     """`${hoprag_root:}` → the checkout, so paths never depend on the working directory."""
     if not OmegaConf.has_resolver("hoprag_root"):
         OmegaConf.register_new_resolver("hoprag_root", lambda: str(PROJECT_ROOT))
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Refuse numbers that make no sense (`method.k=0`, `batch_size=0`, `limit=-1`) before anything runs.
+
+    Walks the whole config (but Hydra's own node) and checks every key a NUMBER_RULES pattern names;
+    only those keys are resolved, so interpolations elsewhere (`${hydra:...}`) need no Hydra context.
+    Raises ValueError naming each offending dotted key, its value and the allowed range.
+    """
+    problems = [problem for key, value, rule in _ruled(cfg, "") if (problem := _check(key, value, rule))]
+    if problems:
+        raise ValueError("invalid config: " + "; ".join(problems))
+
+
+def _rule(key: str) -> Rule | None:
+    if key in EXEMPT:
+        return None
+    return next((rule for rule in NUMBER_RULES if re.fullmatch(rule.pattern, key)), None)
+
+
+def _ruled(node: DictConfig | ListConfig, prefix: str) -> Iterator[tuple[str, Any, Rule]]:
+    """(dotted key, value, rule) for every ruled key under `node`; a `ks` list gives one per entry."""
+    keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
+    for key in keys:
+        if (key == "hydra" and not prefix) or OmegaConf.is_missing(node, key):
+            continue
+        path = f"{prefix}[{key}]" if isinstance(key, int) else f"{prefix}.{key}" if prefix else key
+        rule = _rule(key) if isinstance(key, str) else None
+        if rule is not None:
+            value = node[key]
+            if isinstance(value, ListConfig):
+                yield from ((f"{path}[{i}]", item, rule) for i, item in enumerate(value))
+            else:
+                yield path, value, rule
+        elif not OmegaConf.is_interpolation(node, key):  # an interpolated node is checked where it lives
+            child = node[key]
+            if isinstance(child, (DictConfig, ListConfig)):
+                yield from _ruled(child, path)
+
+
+def _check(key: str, value: Any, rule: Rule) -> str | None:
+    if value is None and rule.nullable:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= rule.minimum:
+        return None
+    allowed = f"an integer >= {rule.minimum}" + (" or null" if rule.nullable else "")
+    return f"{key}={value!r} must be {allowed} ({rule.meaning})"

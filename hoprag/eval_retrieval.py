@@ -16,7 +16,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import register_resolvers
+from hoprag.config import check_config, register_resolvers
 from hoprag.evaluation.retrieval import evaluate_retriever, format_table
 from hoprag.utils.loggers import log_run
 
@@ -26,6 +26,7 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval_retrieval")
 def main(cfg: DictConfig) -> dict:
+    check_config(cfg)
     dataset = instantiate(cfg.data)
     corpus = dataset.corpus()
     log.info("%s: %d questions, corpus of %d passages", dataset.name, len(dataset), len(corpus))

@@ -6,7 +6,8 @@ The NLI-guided search of Self-Correcting RAG (`hoprag.search.mcts.AnswerSearch`,
 simulations, 3 samples per expansion, depth 3, augment children from BM25) runs twice over the same
 questions of the bundled HotpotQA dev sample (their own 5 context paragraphs as the starting context):
 
-1. batched: every simulation step makes one `generate` call holding all questions' expansions, n = 3;
+1. batched: every simulation step makes one `generate` call holding all questions' expansions, n = 3, and
+   one holding the rollouts of the step's new augment children, n = 1 (§5.5);
 2. one at a time: the same requests, one prompt and one sample per `generate` call.
 
 The LLM is scripted with a latency model, so the figure is about the search's call pattern, not a model:
@@ -55,7 +56,7 @@ class LatencyLLM(LLM):
         self.sample_latency = sample_latency
         self.drawn: Counter[str] = Counter()
 
-    def _generate(self, prompts, params: SamplingParams) -> list[list[Generation]]:
+    def _generate(self, prompts, params: SamplingParams, seeds=None) -> list[list[Generation]]:
         time.sleep(self.call_latency + self.sample_latency * len(prompts) * params.n)
         outputs = []
         for prompt in prompts:
@@ -81,9 +82,13 @@ class OneAtATime(LLM):
         super().__init__()
         self.inner = inner
 
-    def _generate(self, prompts, params: SamplingParams) -> list[list[Generation]]:
+    def _generate(self, prompts, params: SamplingParams, seeds=None) -> list[list[Generation]]:
         single = SamplingParams(params.max_new_tokens, params.temperature, params.top_p, 1, params.stop, params.seed)
-        return [[self.inner.generate([p], single)[0][0] for _ in range(params.n)] for p in prompts]
+        outputs = []
+        for i, prompt in enumerate(prompts):
+            seed = None if seeds is None else [seeds[i]]  # a prompt keeps its own seed
+            outputs.append([self.inner.generate([prompt], single, seeds=seed)[0][0] for _ in range(params.n)])
+        return outputs
 
 
 class HashVerifier(Verifier):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.records import iter_records, parse_records, write_jsonl
 from hoprag.data.types import Passage, QAExample
 
@@ -53,14 +54,14 @@ def unquote_title(title: str) -> str:
 def _corpus_passage(record: dict[str, Any], unquote: bool) -> Passage:
     # FlashRAG's own fallbacks: `contents` = "title\ntext", else `title` + `text`, else `text` alone.
     if "contents" in record:
-        title, _, text = str(record["contents"]).partition("\n")
+        title, _, text = check.text(record["contents"], "contents").partition("\n")
     elif "title" in record:
-        title, text = str(record["title"]), str(record["text"])
+        title, text = check.text(record["title"], "title"), check.text(record["text"], "text")
     else:
-        title, text = "", str(record["text"])
+        title, text = "", check.text(record["text"], "text")
     if unquote:
         title = unquote_title(title)
-    pid = str(record["id"]) if "id" in record else passage_id(title, text)
+    pid = check.identifier(record["id"], "id") if "id" in record else passage_id(title, text)
     return Passage(id=pid, title=title, text=text)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.corpus import make_passage, unique_passages
 from hoprag.data.records import extra_fields
 from hoprag.data.types import QAExample
@@ -20,23 +21,27 @@ CRAG_KEYS = (
 
 def _alternatives(record: dict[str, Any]) -> list[str]:
     # The dev file stores `alternative_answers` as a JSON-encoded string ("[]"); v3 docs say `alt_ans`.
-    alts = record.get("alternative_answers", record.get("alt_ans", []))
+    field = "alternative_answers" if "alternative_answers" in record else "alt_ans"
+    alts = record.get(field, [])
     if isinstance(alts, str):
         alts = json.loads(alts) if alts.strip() else []
-    if not isinstance(alts, list):
-        raise ValueError(f"alternative answers must be a list, got {type(alts).__name__}")
-    return [str(a) for a in alts]
+    return check.answers(alts, field, required=False)
 
 
 def parse_crag(record: dict[str, Any]) -> QAExample:
+    results = record.get("search_results", [])
     return QAExample(
-        id=str(record["interaction_id"]),
-        question=record["query"],
-        answers=[str(record["answer"]), *_alternatives(record)],
+        id=check.identifier(record["interaction_id"], "interaction_id"),
+        question=check.question(record["query"], "query"),
+        answers=[check.answer(record["answer"], "answer"), *_alternatives(record)],
         dataset="crag",
         type=record.get("question_type"),
         context=unique_passages(
-            make_passage(r["page_name"], r["page_snippet"]) for r in record.get("search_results", [])
+            make_passage(
+                check.text(r["page_name"], f"search_results[{i}].page_name"),
+                check.text(r["page_snippet"], f"search_results[{i}].page_snippet"),
+            )
+            for i, r in enumerate(results)
         ),
         metadata=extra_fields(record, CRAG_KEYS),
     )

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.corpus import make_passage, unique_passages
 from hoprag.data.records import distinct, write_jsonl
 from hoprag.data.types import Hop, Passage, QAExample
@@ -49,22 +50,24 @@ def join_sentences(sentences: list[str]) -> str:
 def _context(raw: Any) -> list[Passage]:
     if isinstance(raw, dict):
         raw = zip(raw["title"], raw["sentences"] if "sentences" in raw else raw["content"])
-    return unique_passages(make_passage(t, join_sentences(list(s))) for t, s in raw)
+    return unique_passages(
+        make_passage(
+            check.text(t, f"metadata.context[{i}] title"),
+            join_sentences(check.sentences(s, f"metadata.context[{i}] sentences")),
+        )
+        for i, (t, s) in enumerate(raw)
+    )
 
 
 def parse_flashrag(record: dict[str, Any]) -> QAExample:
-    answers = record["golden_answers"]
-    if not isinstance(answers, list):
-        raise ValueError(
-            f"'golden_answers' must be a list of strings, got {type(answers).__name__}: {answers!r}"
-        )
+    answers = check.answers(record["golden_answers"], "golden_answers")
     meta = dict(record.get("metadata") or {})
     facts = _facts(meta.get("supporting_facts", []))
     titles = meta.get("supporting_titles", [t for t, _ in facts])
     return QAExample(
-        id=str(record["id"]),
-        question=record["question"],
-        answers=[str(a) for a in answers],
+        id=check.identifier(record["id"], "id"),
+        question=check.question(record["question"]),
+        answers=answers,
         dataset="flashrag",
         type=meta.get("type"),
         supporting_titles=distinct(titles),

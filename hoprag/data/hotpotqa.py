@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.corpus import make_passage, unique_passages
 from hoprag.data.records import distinct, extra_fields
 from hoprag.data.types import Passage, QAExample
@@ -19,8 +20,10 @@ HOTPOT_KEYS = ("_id", "question", "answer", "type", "supporting_facts", "context
 def sentence_context(context: list, joiner: str) -> tuple[list[Passage], dict[str, list[str]]]:
     """Passages (deduplicated) and title → sentences from `[[title, [sentences]]]`."""
     passages, sentences = [], {}
-    for title, sents in context:
-        sentences.setdefault(title, list(sents))
+    for i, (title, sents) in enumerate(context):
+        title = check.text(title, f"context[{i}] title")
+        sents = check.sentences(sents, f"context[{i}] sentences")
+        sentences.setdefault(title, sents)
         passages.append(make_passage(title, joiner.join(sents)))
     return unique_passages(passages), sentences
 
@@ -43,9 +46,9 @@ def parse_hotpotqa(record: dict[str, Any]) -> QAExample:
     context, sentences = sentence_context(record["context"], "")
     facts, invalid = supporting_facts(record, sentences)
     return QAExample(
-        id=str(record["_id"]),
-        question=record["question"],
-        answers=[str(record["answer"])],
+        id=check.identifier(record["_id"], "_id"),
+        question=check.question(record["question"]),
+        answers=[check.answer(record["answer"], "answer")],
         dataset="hotpotqa",
         type=record.get("type"),
         supporting_titles=distinct(t for t, _ in facts),

@@ -55,14 +55,13 @@ def load_questions(
 
     `dataset` names the examples (default: the format name; for FlashRAG files, whose layout is
     `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N records and stops
-    reading there, so a JSONL train split can be sampled cheaply.
+    reading there, so a JSONL train split can be sampled cheaply. Every record read is checked
+    (`hoprag.data.validation`), so a bad one fails here, before any question is answered.
     """
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
     records = iter_records(path)
-    first = next(records, None)
-    if first is None:
-        return []
+    first = next(records)  # an empty file raises DataFormatError
     if format is None:
         format = detect_format(first[1])
         if format is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.corpus import make_passage, unique_passages
 from hoprag.data.records import distinct, extra_fields
 from hoprag.data.types import Hop, QAExample
@@ -18,7 +19,10 @@ MUSIQUE_KEYS = (
 
 
 def parse_musique(record: dict[str, Any]) -> QAExample:
-    qid = str(record["id"])
+    qid = check.identifier(record["id"], "id")
+    for i, p in enumerate(record["paragraphs"]):
+        check.text(p["title"], f"paragraphs[{i}].title")
+        check.text(p["paragraph_text"], f"paragraphs[{i}].paragraph_text")
     paragraphs = sorted(record["paragraphs"], key=lambda p: p["idx"])
     title_of = {p["idx"]: p["title"] for p in paragraphs}
     steps = record.get("question_decomposition", [])
@@ -29,8 +33,11 @@ def parse_musique(record: dict[str, Any]) -> QAExample:
         gold = [p["title"] for p in paragraphs if p["idx"] in support]
     return QAExample(
         id=qid,
-        question=record["question"],
-        answers=distinct([str(record["answer"]), *map(str, record.get("answer_aliases", []))]),
+        question=check.question(record["question"]),
+        answers=distinct([
+            check.answer(record["answer"], "answer"),
+            *check.answers(record.get("answer_aliases", []), "answer_aliases", required=False),
+        ]),
         dataset="musique",
         type=qid.split("__")[0] if "__" in qid else None,
         supporting_titles=distinct(gold),

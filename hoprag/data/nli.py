@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.records import iter_records, parse_records
 
 LABELS = ("entailment", "neutral", "contradiction")  # label ids 0, 1, 2 as in multi_nli / snli
@@ -29,8 +30,8 @@ def _parse(record: dict[str, Any]) -> NLIPair:
     if type(label) is not int or label not in (0, 1, 2):
         raise ValueError(f"label must be 0, 1 or 2 ({'/'.join(LABELS)}), got {label!r}")
     return NLIPair(
-        premise=str(record["premise"]),
-        hypothesis=str(record["hypothesis"]),
+        premise=check.text(record["premise"], "premise"),
+        hypothesis=check.text(record["hypothesis"], "hypothesis"),
         label=label,
         source=str(record.get("source", "")),
     )

@@ -1,8 +1,8 @@
 """Reading and writing JSON / JSONL record files, with errors that point at the bad record.
 
-Every loader goes through `parse_records`, so a broken line or a missing key anywhere is reported the
-same way (file, 1-based line or record index, what is wrong) instead of being skipped or surfacing as a
-bare KeyError deep inside a loader.
+Every loader goes through `parse_records`, so a broken line, a missing key or a bad value (the checks of
+`hoprag.data.validation`) anywhere is reported the same way (file, 1-based line or record index, what
+is wrong) instead of being skipped or surfacing as a bare KeyError deep inside a loader.
 """
 
 from __future__ import annotations
@@ -32,37 +32,73 @@ def open_text(path: str | os.PathLike, mode: str = "r") -> IO[str]:
     return open(path, mode, encoding="utf-8")
 
 
+def open_binary(path: str | os.PathLike) -> IO[bytes]:
+    """Open a file for reading bytes, transparently decompressing `.bz2` / `.gz`."""
+    path = Path(path)
+    if path.suffix == ".bz2":
+        return bz2.open(path, "rb")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
 def iter_records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield `(location, record)` for a JSON-list file or a JSONL file.
 
     The container is told by the first non-blank character (`[` = one JSON list, as HotpotQA and 2Wiki
     ship; anything else = JSONL), so a `.json` file holding JSONL still reads. `location` is
-    "<file>, line N" (1-based) for JSONL and "<file>, record index N" (0-based) for JSON lists.
+    "<file>, line N" (1-based) for JSONL and "<file>, record index N" (0-based) for JSON lists. Bytes are
+    decoded per line, so text that is not UTF-8 is reported with its line too; a file without a single
+    record (empty, blank, `[]`) is an error, not an empty dataset.
     """
-    with open_text(path) as f:
-        first = ""
-        while not first:
-            chunk = f.read(1)
-            if not chunk:
-                return
-            first = chunk.strip()
-        f.seek(0)
-        if first == "[":
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{path}, line {e.lineno}: invalid JSON ({e.msg})") from None
-            for i, record in enumerate(data):
-                yield _checked(record, f"{path}, record index {i}")
-            return
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{path}, line {lineno}: invalid JSON ({e.msg})") from None
-            yield _checked(record, f"{path}, line {lineno}")
+    found = False
+    with open_binary(path) as f:
+        first = _first_byte(f)
+        if first is not None:
+            f.seek(0)
+            for item in _json_list(f.read(), path) if first == b"[" else _jsonl(f, path):
+                found = True
+                yield item
+    if not found:
+        raise DataFormatError(f"{path} holds no records")
+
+
+def _first_byte(f: IO[bytes]) -> bytes | None:
+    """The first non-whitespace byte, or None when the file is empty or blank."""
+    while chunk := f.read(4096):
+        if stripped := chunk.lstrip():
+            return stripped[:1]
+    return None
+
+
+def _json_list(data: bytes, path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise DataFormatError(f"{path}, line {line} (byte offset {e.start}): not UTF-8 text") from None
+    del data
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"{path}, line {e.lineno}: invalid JSON ({e.msg})") from None
+    for i, record in enumerate(records):
+        yield _checked(record, f"{path}, record index {i}")
+
+
+def _jsonl(f: IO[bytes], path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
+    for lineno, raw in enumerate(f, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataFormatError(f"{path}, line {lineno}: not UTF-8 text (byte {e.start} of the line)") from None
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataFormatError(f"{path}, line {lineno}: invalid JSON ({e.msg})") from None
+        yield _checked(record, f"{path}, line {lineno}")
 
 
 def _checked(record: Any, where: str) -> tuple[str, dict[str, Any]]:

@@ -12,6 +12,7 @@ import re
 import unicodedata
 from typing import Any
 
+from hoprag.data import validation as check
 from hoprag.data.hotpotqa import sentence_context, supporting_facts
 from hoprag.data.records import distinct, extra_fields
 from hoprag.data.types import Hop, QAExample
@@ -60,9 +61,9 @@ def parse_2wiki(record: dict[str, Any]) -> QAExample:
     titles = [p.title for p in context]
     evidences = [(str(s), str(r), str(o)) for s, r, o in record.get("evidences", [])]
     return QAExample(
-        id=str(record["_id"]),
-        question=record["question"],
-        answers=[str(record["answer"])],
+        id=check.identifier(record["_id"], "_id"),
+        question=check.question(record["question"]),
+        answers=[check.answer(record["answer"], "answer")],
         dataset="2wikimultihopqa",
         type=record.get("type"),
         supporting_titles=gold,

@@ -23,6 +23,11 @@ class Cost:
     completion_tokens: int = 0
     retrieval_calls: int = 0
     passage_ids: set[str] = field(default_factory=set)
+    truncated_prompts: int = 0  # prompts whose context was shortened to fit the LLM's input budget
+    prompt_tokens_dropped: int = 0  # tokens those prompts lost (whole prompt minus what was sent)
+    context_units_dropped: int = 0  # passages (context units) dropped from them
+    context_units_cut: int = 0  # passages kept but cut short (the rule's last resort)
+    missing_logprobs: int = 0  # generations returned without token log-probs
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def add_llm(
@@ -33,6 +38,12 @@ class Cost:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.seconds[stage] += seconds
+
+    def add_truncation(self, tokens_dropped: int, units_dropped: int, cut: bool = False) -> None:
+        self.truncated_prompts += 1
+        self.prompt_tokens_dropped += tokens_dropped
+        self.context_units_dropped += units_dropped
+        self.context_units_cut += cut
 
     def add_retrieval(self, passage_ids: Iterable[str], seconds: float, stage: str = "retrieval") -> None:
         self.retrieval_calls += 1
@@ -47,6 +58,11 @@ class Cost:
             "completion_tokens": self.completion_tokens,
             "retrieval_calls": self.retrieval_calls,
             "passages_read": len(self.passage_ids),
+            "truncated_prompts": self.truncated_prompts,
+            "prompt_tokens_dropped": self.prompt_tokens_dropped,
+            "context_units_dropped": self.context_units_dropped,
+            "context_units_cut": self.context_units_cut,
+            "missing_logprobs": self.missing_logprobs,
             "seconds": {stage: round(s, 4) for stage, s in sorted(self.seconds.items())},
         }
 

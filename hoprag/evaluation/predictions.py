@@ -1,8 +1,9 @@
 """`predictions.jsonl`: the run's durable record, one JSON line per answered question.
 
 Lines are appended and fsynced batch by batch, so a killed run loses at most the batch in flight. On
-reopening, a truncated last line (the only damage a kill can do to an append-only file) is dropped and the
-file rewritten cleanly; any other broken line, or an id answered twice, is an error rather than a guess.
+reopening, a truncated last line (the only damage a kill can do to an append-only file) is dropped, and the
+file is rewritten cleanly before the next append (opening it writes nothing, so a refused rerun leaves it
+byte for byte as it was); any other broken line, or an id answered twice, is an error rather than a guess.
 """
 
 from __future__ import annotations
@@ -20,14 +21,19 @@ log = logging.getLogger(__name__)
 
 
 class PredictionFile:
-    """The records of `path` (`.records`, `.ids`), loaded on opening; `overwrite` starts an empty file."""
+    """The records of `path` (`.records`, `.ids`), loaded on opening."""
 
-    def __init__(self, path: str | os.PathLike, overwrite: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        if overwrite:
-            self.path.unlink(missing_ok=True)
+        self._damaged = False  # a truncated last line to cut before appending
         self.records: list[dict[str, Any]] = self._load() if self.path.exists() else []
         self.ids: set[str] = {r["id"] for r in self.records}
+
+    def clear(self) -> None:
+        """Start an empty file (`overwrite=true`)."""
+        self.path.unlink(missing_ok=True)
+        self._damaged = False
+        self.records, self.ids = [], set()
 
     def _load(self) -> list[dict[str, Any]]:
         raw = self.path.read_bytes()
@@ -47,8 +53,7 @@ class PredictionFile:
                 raise DataFormatError(f"{self.path}, line {n}: question {record['id']!r} is answered twice")
             seen.add(record["id"])
             records.append(record)
-        if len(records) != len(lines) or (raw and not raw.endswith(b"\n")):
-            self._rewrite(records)
+        self._damaged = len(records) != len(lines) or bool(raw and not raw.endswith(b"\n"))
         return records
 
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
@@ -64,6 +69,9 @@ class PredictionFile:
         repeated = [r["id"] for r in records if r["id"] in self.ids]
         if repeated or len({r["id"] for r in records}) != len(records):
             raise ValueError(f"{self.path}: refusing to write questions twice: {repeated or 'within one batch'}")
+        if self._damaged:
+            self._rewrite(self.records)
+            self._damaged = False
         with open(self.path, "a", encoding="utf-8") as f:
             f.writelines(_line(r) for r in records)
             f.flush()

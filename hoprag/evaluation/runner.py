@@ -1,28 +1,35 @@
 """The QA evaluation runner behind `eval.py`: a method over a dataset's questions, in resumable batches.
 
-Every answered batch is appended to `predictions.jsonl` (id, method, question, prediction, golds,
-retrieved passage ids, parse failure, per-question answer scores, cost and the method's trace) before the
-next one starts, so a killed run resumes where it stopped when rerun in the same run directory; a directory
-holding another method's answers or other questions is refused rather than mixed in. `metrics.json` is
-always computed from the whole file, in dataset order, so a resumed run reports exactly what an
-uninterrupted one does (bar the measured seconds).
+Every answered batch is appended to `predictions.jsonl` before the next one starts, so a killed run resumes
+where it stopped when rerun in the same run directory. Each record carries everything its scoring needs
+(gold answers, gold titles, gold passage texts, and the retrieved passages as they were), so `metrics.json`
+is computed from the records alone, in dataset order: a resumed run reports exactly what an uninterrupted
+one does (bar the measured seconds), and today's files never rescore yesterday's answers.
+
+A rerun is refused before anything in the directory changes when the directory was started with other
+settings (`run_fingerprint.json`, see `hoprag.evaluation.fingerprint`), holds another method's answers,
+questions this run does not ask, or records of an older format. `metrics.json` is replaced atomically at the
+end only (`run.n`: the predictions it covers), so a refused or crashed run leaves the last one in place.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from numbers import Number
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 from tqdm import tqdm
 
 from hoprag.data.dataset import QADataset
 from hoprag.data.types import Passage, QAExample
+from hoprag.evaluation import fingerprint as fp
 from hoprag.evaluation.cost import Cost
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.methods.base import Method, MethodOutput
@@ -30,7 +37,11 @@ from hoprag.metrics.aggregate import EvalRow, MetricSuite
 
 PREDICTIONS = "predictions.jsonl"
 METRICS = "metrics.json"
-COUNTS = ("llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens", "retrieval_calls", "passages_read")
+RECORD_FIELDS = frozenset({
+    "id", "method", "question", "prediction", "golds", "gold_titles", "gold_passages", "retrieved",
+    "parse_failed", "scores", "cost", "stats", "trace",
+})  # fmt: skip
+OVERWRITE = "overwrite=true to start this one afresh"
 
 
 def require_method(cfg: DictConfig) -> None:
@@ -40,16 +51,20 @@ def require_method(cfg: DictConfig) -> None:
         raise SystemExit(f"choose a method: +method={{{','.join(choices)}}}")
 
 
-def build(cfg: DictConfig) -> tuple[QADataset, Method]:
-    """The dataset and the method with its components; the retriever (and its index over the dataset's
-    corpus) only when the method needs one."""
-    dataset = instantiate(cfg.data)
+def method_name(cfg: DictConfig) -> str:
+    """The configured method's registered name, known before anything is built."""
+    return get_class(cfg.method._target_).name
+
+
+def build(cfg: DictConfig, dataset: QADataset) -> Method:
+    """The method with its components; the retriever (and its index over the dataset's corpus) only when
+    the method needs one."""
     factory = instantiate(cfg.method)
     components: dict[str, Any] = {}
     if factory.func.needs_retriever:
         components["retriever"] = instantiate(cfg.retriever)(corpus=dataset.corpus())
     components["llm"] = instantiate(cfg.llm)
-    return dataset, factory(**components)
+    return factory(**components)
 
 
 def run(
@@ -59,32 +74,31 @@ def run(
     batch_size: int = 16,
     overwrite: bool = False,
     suite: MetricSuite | None = None,
-    passage: Callable[[str], Passage] | None = None,
     run_info: Mapping[str, Any] | None = None,
+    fingerprint: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     """Answer the questions not yet in `output_dir/predictions.jsonl`, then write and return the metrics.
 
-    `passage` looks retrieved ids up again for the retrieval metrics (the retriever's `get`); `run_info`
-    goes into metrics.json beside the metrics.
+    `fingerprint` (`fingerprint.eval_fingerprint(cfg)`) is saved when the run starts afresh and must match
+    when it resumes; `run_info` and the method's `run_info()` go into metrics.json beside the metrics.
+    `overwrite` discards the directory's predictions, metrics and fingerprint once the dataset is checked.
     """
     suite = suite or MetricSuite()
     repeated = [i for i, n in Counter(ex.id for ex in examples).items() if n > 1]
     if repeated:
         raise ValueError(f"the dataset has {len(repeated)} duplicate question ids, e.g. {repeated[:3]}")
     output_dir = Path(output_dir)
+    store = PredictionFile(output_dir / PREDICTIONS)
+    if overwrite:
+        store.clear()
+        for name in (METRICS, fp.FINGERPRINT):
+            (output_dir / name).unlink(missing_ok=True)
+    else:
+        refuse_mixing(store, method.name, examples, fingerprint)
     output_dir.mkdir(parents=True, exist_ok=True)
-    store = PredictionFile(output_dir / PREDICTIONS, overwrite=overwrite)
-    foreign = store.ids - {ex.id for ex in examples}
-    others = {r["method"] for r in store.records} - {method.name}
-    if foreign or others:
-        found = f"answers of {sorted(others)}" if others else f"{len(foreign)} questions that this run does not ask"
-        raise ValueError(
-            f"{store.path} holds {found} (another method, dataset or a larger limit?): "
-            "use another run directory (hydra.run.dir=...) or overwrite=true"
-        )
+    if fingerprint is not None and fp.load(output_dir) != fingerprint:  # a fresh start
+        fp.save(output_dir, fingerprint)
     todo = [ex for ex in examples if ex.id not in store.ids]
-    if todo:  # metrics of an earlier state must not sit beside predictions still being written
-        (output_dir / METRICS).unlink(missing_ok=True)
     started = time.perf_counter()
     with tqdm(total=len(examples), initial=len(examples) - len(todo), desc=method.name, unit="q") as bar:
         for i in range(0, len(todo), batch_size):
@@ -95,61 +109,85 @@ def run(
                 raise RuntimeError(f"{method.name} answered {len(outputs)} of {len(batch)} questions")
             store.append(_record(method.name, *answered, suite) for answered in zip(batch, outputs, costs))
             bar.update(len(batch))
-    metrics = summarize(store.records, examples, suite, passage)
+    by_id = {r["id"]: r for r in store.records}
+    metrics = summarize([by_id[ex.id] for ex in examples], suite)
     info = {
         **(run_info or {}),
+        **method.run_info(),
         "method": method.name,
         "n": len(examples),
         "resumed_with": len(examples) - len(todo),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    (output_dir / METRICS).write_text(json.dumps({"run": info, "metrics": metrics}, indent=2))
+    _replace(output_dir / METRICS, json.dumps({"run": info, "metrics": metrics}, indent=2))
     return metrics
 
 
+def refuse_mixing(
+    store: PredictionFile, method: str, examples: Sequence[QAExample], fingerprint: Mapping[str, Any] | None
+) -> None:
+    """Raise `ResumeRefused` unless resuming `store` with this method, these questions and these settings
+    (when a fingerprint is given) would keep one run's answers apart from another's. Reads only."""
+    if not store.records:  # nothing to protect: a first start, or one that died before its first batch
+        return
+    ways_out = f"use another run directory (hydra.run.dir=...) or {OVERWRITE}"
+    if fingerprint is not None:
+        fp.refuse_changed(store.path.parent, fingerprint, what="predictions and metrics", remedy=OVERWRITE)
+    stale = [r["id"] for r in store.records if not RECORD_FIELDS <= r.keys()]
+    if stale:
+        raise fp.ResumeRefused(
+            f"{store.path} holds {len(stale)} records of an older format, without the gold titles, gold "
+            f"passages and retrieved passages that scoring reads from each record: {ways_out}"
+        )
+    foreign = store.ids - {ex.id for ex in examples}
+    others = {r["method"] for r in store.records} - {method}
+    if foreign or others:
+        found = f"answers of {sorted(others)}" if others else f"{len(foreign)} questions that this run does not ask"
+        raise fp.ResumeRefused(f"{store.path} holds {found} (another method, dataset or a smaller limit?): {ways_out}")
+
+
 def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, suite: MetricSuite) -> dict[str, Any]:
+    row = EvalRow.from_example(example, output.prediction, output.retrieved)
     return {
         "id": example.id,
         "method": method,
         "question": example.question,
         "prediction": output.prediction,
-        "golds": list(example.answers),
-        "retrieved": [p.id for p in output.retrieved],
+        "golds": list(row.golds),
+        "gold_titles": list(row.gold_titles),
+        "gold_passages": list(row.gold_passages),
+        "retrieved": [{"id": p.id, "title": p.title, "text": p.text} for p in row.retrieved],
         "parse_failed": output.parse_failed,
-        "scores": suite.answer_scores(EvalRow(output.prediction, example.answers)),
+        "scores": suite.answer_scores(row),
         "cost": cost.to_dict(),
         "stats": dict(output.stats),
         "trace": output.trace,
     }
 
 
-def summarize(
-    records: Sequence[Mapping[str, Any]],
-    examples: Sequence[QAExample],
-    suite: MetricSuite,
-    passage: Callable[[str], Passage] | None = None,
-) -> dict[str, float]:
-    """The suite's metrics over all questions, parse failures, and mean and total cost per question."""
-    by_id = {r["id"]: r for r in records}
-    missing = [ex.id for ex in examples if ex.id not in by_id]
-    if missing:
-        raise ValueError(f"{len(missing)} questions have no prediction, e.g. {missing[:3]}")
-    records = [by_id[ex.id] for ex in examples]
-    if passage is None and any(r["retrieved"] for r in records):
-        raise ValueError("predictions name retrieved passages but no passage lookup was given")
-    rows = [
-        EvalRow.from_example(ex, r["prediction"], [passage(pid) for pid in r["retrieved"]])
-        for ex, r in zip(examples, records)
-    ]
-    metrics: dict[str, float] = dict(suite(rows))
+def _row(record: Mapping[str, Any]) -> EvalRow:
+    return EvalRow(
+        prediction=record["prediction"],
+        golds=record["golds"],
+        retrieved=[Passage(p["id"], p["title"], p["text"]) for p in record["retrieved"]],
+        gold_titles=record["gold_titles"],
+        gold_passages=record["gold_passages"],
+    )
+
+
+def summarize(records: Sequence[Mapping[str, Any]], suite: MetricSuite) -> dict[str, float]:
+    """The suite's metrics over the records alone, parse failures, the methods' stats, and the mean and total
+    per question of every numeric cost figure (and of the seconds of each stage)."""
+    metrics: dict[str, float] = dict(suite([_row(r) for r in records]))
     failures = sum(bool(r["parse_failed"]) for r in records)
     metrics["parse_failures"] = failures
     metrics["parse_failures_pct"] = round(100 * failures / len(records), 1)
 
     totals: dict[str, float] = defaultdict(float)
     for r in records:
-        for key in COUNTS:
-            totals[key] += r["cost"].get(key, 0)  # older files lack newer counts
+        for key, value in r["cost"].items():
+            if isinstance(value, Number):  # a figure some questions lack counts 0 for them
+                totals[key] += value
         for stage, seconds in r["cost"]["seconds"].items():
             totals[f"seconds/{stage}"] += seconds
             totals["seconds/total"] += seconds
@@ -159,11 +197,21 @@ def summarize(
         metrics[f"cost/total/{key}"] = round(total, digits)
     stats: dict[str, list[float]] = defaultdict(list)
     for r in records:
-        for key, value in r.get("stats", {}).items():
+        for key, value in r["stats"].items():
             stats[key].append(float(value))
     for key, values in sorted(stats.items()):  # mean over the questions that report the figure
         metrics[f"method/{key}"] = round(sum(values) / len(values), 4)
     return metrics
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (a temporary file renamed over it)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def format_summary(output_dir: str | Path, show: int = 0) -> str:

@@ -2,16 +2,22 @@
 
 Backends: `HFLLM` (transformers, GGUF files included), `OpenAICompatLLM` (any OpenAI-compatible server),
 `VLLMLLM` (vLLM in-process, the optional `hoprag[vllm]` extra) and `ScriptedLLM` (rule-driven, for tests).
-Heavy libraries (torch, transformers, vllm) are imported only when a backend loads its model.
+Prompts are built with `hoprag.llm.prompts` (passages written one way, a context shortened to the input
+budget by one rule). Heavy libraries (torch, transformers, vllm) are imported only when a backend loads
+its model.
 """
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, Usage, cut_at_stop
+from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.hf import HFLLM
 from hoprag.llm.openai_compat import LLMConnectionError, LLMError, LLMRequestError, OpenAICompatLLM
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.llm.vllm import VLLMLLM
 
 __all__ = [
+    "ChatPrompt",
+    "Context",
+    "ContextPrompt",
     "HFLLM",
     "LLM",
     "VLLMLLM",
@@ -20,7 +26,9 @@ __all__ = [
     "LLMError",
     "LLMRequestError",
     "OpenAICompatLLM",
+    "PassageFormat",
     "Prompt",
+    "PromptTooLongError",
     "SamplingParams",
     "ScriptedLLM",
     "Usage",

@@ -12,27 +12,23 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 from hoprag.evaluation.cost import Cost, charge_evenly
+from hoprag.llm.prompts import (
+    ContextPrompt,
+    Fit,
+    Message,
+    Prompt,
+    PromptTooLongError,
+    chat_template_flags,
+    continues_reply,
+    fit_prompt,
+    is_prompt_batch,
+)
 
-Message = Mapping[str, str]
-Prompt = Union[str, Sequence[Message]]
-
-
-def continues_reply(prompt: Prompt) -> bool:
-    """Whether `prompt` is an assistant prefill: chat messages whose last one has role "assistant". Backends
-    then continue that message (the reply is forced to start with its content) instead of opening a new
-    one, and the returned text is only the continuation, without the prefix."""
-    return not isinstance(prompt, str) and bool(prompt) and prompt[-1].get("role") == "assistant"
-
-
-def chat_template_flags(messages: Sequence[Message]) -> dict[str, bool]:
-    """`apply_chat_template` arguments for `messages`: open the assistant's turn, or continue a prefill
-    (`continue_final_message` is only passed when set, for templates or fakes that predate it)."""
-    if continues_reply(messages):
-        return {"add_generation_prompt": False, "continue_final_message": True}
-    return {"add_generation_prompt": True}
+__all__ = ["LLM", "Generation", "Message", "Prompt", "SamplingParams", "Usage", "chat_template_flags",
+           "continues_reply", "cut_at_stop"]
 
 
 @dataclass(frozen=True)
@@ -89,14 +85,21 @@ class Usage:
 
 
 class LLM:
-    """Base class: subclasses implement `_generate` for a batch of already-validated prompts."""
+    """Base class: subclasses implement `_generate` for a batch of already-fitted prompts, and say how
+    they count tokens (`count_tokens`, `prompt_token_count`)."""
 
     name: str = "llm"
 
     def __init__(
-        self, default: SamplingParams | Mapping[str, Any] | None = None, generation_cache: str | None = None
+        self,
+        default: SamplingParams | Mapping[str, Any] | None = None,
+        generation_cache: str | None = None,
+        max_input_tokens: int | None = None,
     ) -> None:
+        if max_input_tokens is not None and max_input_tokens < 1:
+            raise ValueError(f"max_input_tokens must be positive or null, got {max_input_tokens}")
         self.default = default if isinstance(default, SamplingParams) else SamplingParams(**dict(default or {}))
+        self.max_input_tokens = max_input_tokens
         self.usage = Usage()
         self.cache = None
         if generation_cache:  # greedy generations on disk, keyed by the full request (hoprag.llm.cache)
@@ -109,30 +112,73 @@ class LLM:
         cache's key. Backends name every such setting in their repr."""
         return repr(self)
 
+    # -- token counting -----------------------------------------------------------------------------
+
+    @property
+    def token_counting(self) -> str:
+        """How this backend counts tokens (recorded with every run), e.g. "tokenizer:<model>"."""
+        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text on its own (a passage as a prompt renders it), without special tokens."""
+        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+
+    def prompt_token_count(self, prompt: Prompt) -> int:
+        """Tokens of the whole prompt as the model reads it (chat template included)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+
+    def fit(self, prompt: Prompt | ContextPrompt) -> Fit:
+        """The prompt to send: a `ContextPrompt` shortened to `max_input_tokens` by the rule of
+        `hoprag.llm.prompts`; a plain prompt as it is (counted and refused when over the budget)."""
+        limit = self.max_input_tokens
+        if isinstance(prompt, ContextPrompt):
+            if limit is None:
+                return Fit(0, 0, prompt=prompt.render())
+            return fit_prompt(prompt, self.prompt_token_count, limit)
+        if limit is not None:
+            tokens = self.prompt_token_count(prompt)
+            if tokens > limit:
+                raise PromptTooLongError(
+                    f"a prompt of {tokens} tokens exceeds {self.name}'s max_input_tokens ({limit}) and has no "
+                    "marked context to shorten: build it as a ContextPrompt (hoprag.llm.prompts)"
+                )
+        return Fit(0, 0, prompt=prompt)
+
+    # -- generation ---------------------------------------------------------------------------------
+
     def generate(
         self,
-        prompts: Sequence[Prompt],
+        prompts: Sequence[Prompt | ContextPrompt],
         params: SamplingParams | None = None,
         costs: Sequence[Cost | None] | None = None,
         stage: str = "llm",
+        seeds: Sequence[int] | None = None,
         **overrides: Any,
     ) -> list[list[Generation]]:
         """`n` generations per prompt, in prompt order. `overrides` replace fields of `params` (or of the
-        backend's default), e.g. `generate(prompts, max_new_tokens=16, stop=["\\n"])`."""
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], Mapping)):
+        backend's default), e.g. `generate(prompts, max_new_tokens=16, stop=["\\n"])`. `seeds` gives
+        each prompt its own sampling seed (replacing `params.seed`), so a prompt's samples do not depend
+        on which other prompts share its batch. `ContextPrompt`s are fitted to `max_input_tokens` first
+        (see `fit`) and what was cut is charged to their cost records."""
+        if not is_prompt_batch(prompts):
             raise TypeError("generate() takes a batch of prompts: wrap a single prompt in a list")
         if costs is not None and len(costs) != len(prompts):
             raise ValueError(f"{len(costs)} cost records for {len(prompts)} prompts")
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         params = replace(params or self.default, **overrides)
         if not prompts:
             return []
+        fits = [self.fit(p) for p in prompts]
+        sent = [f.prompt for f in fits]
+        seeds = None if seeds is None or params.greedy else [int(s) for s in seeds]
         started = time.perf_counter()
         if self.cache is not None and params.greedy:
-            outputs, cached = self._generate_cached(list(prompts), params)
+            outputs, cached = self._generate_cached(sent, params)
         else:
-            outputs, cached = self._generate(list(prompts), params), [False] * len(prompts)
+            outputs, cached = self._generate(sent, params, seeds), [False] * len(prompts)
         seconds = time.perf_counter() - started
-        self._account(outputs, costs, seconds, stage, cached)
+        self._account(outputs, costs, seconds, stage, cached, fits)
         return outputs
 
     def _generate_cached(self, prompts: list[Prompt], params: SamplingParams) -> tuple[list[list[Generation]], list[bool]]:
@@ -144,7 +190,7 @@ class LLM:
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            fresh = dict(zip(todo, self._generate([prompts[first[k]] for k in todo], params)))
+            fresh = dict(zip(todo, self._generate([prompts[first[k]] for k in todo], params, None)))
             self.cache.put(fresh)
             found |= fresh
         return [found[k] for k in keys], [k not in todo for k in keys]
@@ -156,9 +202,11 @@ class LLM:
         seconds: float,
         stage: str,
         cached: Sequence[bool],
+        fits: Sequence[Fit],
     ) -> None:
         """Tokens are charged as generated even on a cache hit (they are the method's cost, whatever
-        served them); the hit is counted, and the seconds are what the call really took."""
+        served them); the hit is counted, and the seconds are what the call really took. A shortened
+        prompt and a sample without log-probs are counted too."""
         self.usage.calls += 1
         self.usage.prompts += len(outputs)
         self.usage.seconds += seconds
@@ -170,9 +218,16 @@ class LLM:
             self.usage.prompt_tokens += prompt_tokens
             self.usage.completion_tokens += completion_tokens
             if costs is not None and costs[i] is not None:
-                costs[i].add_llm(prompt_tokens, completion_tokens, share, stage, cached=cached[i])
+                cost, fit = costs[i], fits[i]
+                cost.add_llm(prompt_tokens, completion_tokens, share, stage, cached=cached[i])
+                cost.missing_logprobs += sum(g.logprobs is None for g in samples)
+                if fit.truncated:
+                    cost.add_truncation(fit.tokens - fit.sent_tokens, fit.units_dropped, fit.cut)
 
-    def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def _generate(
+        self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[list[Generation]]:
+        """`n` generations per prompt; `seeds` (sampling only) holds one seed per prompt, else `params.seed`."""
         raise NotImplementedError
 
 

@@ -8,7 +8,8 @@ model must continue) also send vLLM's `continue_final_message: true, add_generat
 are not OpenAI API fields: other servers and hosted APIs may ignore them (the reply then starts a new
 message instead of continuing) or reject them (HTTP 400), so check a prefill on a new server. Per-token
 log-probs are requested (chat `logprobs: true`, completions `logprobs: 1`) and parsed when the server
-returns them, `None` otherwise; token counts come from the response's `usage` (a request's completion
+returns them; when it returns none, or a null for any token, the generation's `logprobs` is `None`
+(unknown, never a made-up probability; counted per question as `missing_logprobs`); token counts come from the response's `usage` (a request's completion
 tokens are split over its choices, by their token counts when the server reports log-probs, else evenly).
 
 Connection errors, timeouts, 429 and 5xx are retried `max_retries` times with exponential back-off and
@@ -27,8 +28,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, cut_at_stop
@@ -82,10 +84,18 @@ class OpenAICompatLLM(LLM):
         extra_body: Mapping[str, Any] | None = None,
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
+        tokenizer: str | None = None,
+        max_input_tokens: int | None = None,
     ) -> None:
-        super().__init__(default, generation_cache)
+        super().__init__(default, generation_cache, max_input_tokens)
         if concurrency < 1 or max_retries < 0:
             raise ValueError("concurrency must be positive and max_retries non-negative")
+        if max_input_tokens is not None and tokenizer is None:
+            raise ValueError(
+                "max_input_tokens needs llm.tokenizer (the served model's tokenizer: hub id, local folder or "
+                ".gguf) to count prompt tokens"
+            )
+        self.tokenizer_ref = tokenizer
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.name = name or model
@@ -100,6 +110,34 @@ class OpenAICompatLLM(LLM):
         self.extra_body = dict(extra_body or {})
         self.retries = 0  # retried requests over the object's life
         self._lock = threading.Lock()
+
+    # -- token counting (with the served model's tokenizer, loaded locally) -------------------------------
+
+    @property
+    def tokenizer(self) -> Any:
+        if self.tokenizer_ref is None:
+            raise LLMError(
+                f"{self.name} cannot count tokens (prompt budgets, MMKP token costs): set llm.tokenizer to the "
+                "served model's tokenizer (hub id, local folder or .gguf file)"
+            )
+        from hoprag.llm.tokenizer import load_tokenizer
+
+        return load_tokenizer(self.tokenizer_ref)
+
+    @property
+    def token_counting(self) -> str:
+        return f"tokenizer:{self.tokenizer_ref}" if self.tokenizer_ref else "none"
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        from hoprag.llm.tokenizer import count_texts
+
+        return count_texts(self.tokenizer, texts)
+
+    def prompt_token_count(self, prompt: Prompt) -> int:
+        """The prompt as the server's chat template renders it (the configured tokenizer's template)."""
+        from hoprag.llm.tokenizer import prompt_ids
+
+        return len(prompt_ids(self.tokenizer, prompt, chat_template=self.chat))
 
     @property
     def endpoint(self) -> str:
@@ -182,11 +220,14 @@ class OpenAICompatLLM(LLM):
 
     # -- generation ---------------------------------------------------------------------------------
 
-    def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def _generate(
+        self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[list[Generation]]:
+        per_prompt = [params if seeds is None else replace(params, seed=s) for s in (seeds or [None] * len(prompts))]
         if len(prompts) == 1 or self.concurrency == 1:
-            return [self._one(p, params) for p in prompts]
+            return [self._one(p, q) for p, q in zip(prompts, per_prompt)]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
-            return list(pool.map(lambda p: self._one(p, params), prompts))
+            return list(pool.map(self._one, prompts, per_prompt))
 
     def _one(self, prompt: Prompt, params: SamplingParams) -> list[Generation]:
         """`params.n` generations of one prompt; servers that ignore `n` (llama.cpp) are asked again."""
@@ -222,7 +263,7 @@ class OpenAICompatLLM(LLM):
             kept, stopped = cut_at_stop(text, params.stop)
             if tokens is not None:
                 keep = _covering(tokens, len(kept))
-                tokens, logprobs = tokens[:keep], logprobs[:keep]
+                tokens, logprobs = tokens[:keep], None if logprobs is None else logprobs[:keep]
             finish = "length" if choice.get("finish_reason") == "length" and not stopped else "stop"
             parsed.append((kept, tokens, logprobs, finish))
         counts = _split(int(usage.get("completion_tokens") or 0), generated)
@@ -249,11 +290,14 @@ def _choice_logprobs(data: Any) -> tuple[list[str] | None, list[float] | None]:
         return None, None
     if isinstance(data.get("content"), list):
         items = data["content"]
-        return [str(i.get("token", "")) for i in items], [float(i.get("logprob") or 0.0) for i in items]
-    if isinstance(data.get("tokens"), list) and isinstance(data.get("token_logprobs"), list):
-        lps = [float(x) if x is not None else 0.0 for x in data["token_logprobs"]]
-        return [str(t) for t in data["tokens"]], lps
-    return None, None
+        tokens, lps = [str(i.get("token", "")) for i in items], [i.get("logprob") for i in items]
+    elif isinstance(data.get("tokens"), list) and isinstance(data.get("token_logprobs"), list):
+        tokens, lps = [str(t) for t in data["tokens"]], list(data["token_logprobs"])
+    else:
+        return None, None
+    if any(lp is None for lp in lps):  # unknown stays unknown: no token's log-prob is made up
+        return tokens, None
+    return tokens, [float(lp) for lp in lps]
 
 
 def _covering(tokens: list[str], length: int) -> int:

@@ -7,7 +7,8 @@
 A prompt is rendered to text (chat messages as "role: content" lines) and the first matching rule answers
 it (an assistant prefill is just the last line; the reply plays the continuation, without the prefix);
 a regex pattern is searched (`re.search`) and its reply is a `Match.expand` template (`\\1`, `\\g<name>`).
-A reply is a string, a list of strings (sample j of a prompt gets item j, cycling) or a callable
+Tokens are whitespace-split words everywhere: a prompt's
+count (`prompt_tokens`, and the budget of `max_input_tokens`) and `count_tokens`. A reply is a string, a list of strings (sample j of a prompt gets item j, cycling) or a callable
 of the rendered prompt returning either. Tokens are the whitespace-split words of a reply, each
 with the rule's log-prob (one float for every token, or one per token). Stop strings and
 `max_new_tokens` cut text and tokens as `HFLLM` does; nothing is random, so every run is identical. `delay` sleeps once per batched call (to measure framework overhead against a fixed
@@ -65,6 +66,7 @@ class Call:
 
     prompts: list[Prompt]
     params: SamplingParams
+    seeds: list[int] | None = None  # per-prompt sampling seeds, when the caller gave them
 
     @property
     def texts(self) -> list[str]:
@@ -85,15 +87,18 @@ class ScriptedLLM(LLM):
         delay: float = 0.0,
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
+        max_input_tokens: int | None = None,
     ) -> None:
-        super().__init__(default, generation_cache)
+        super().__init__(default, generation_cache, max_input_tokens)
         self.rules = [Rule(r[0], r[1], r[2] if len(r) > 2 else default_logprob) for r in rules]
         self.fallback = Rule(lambda _: True, default_reply, default_logprob)
         self.delay = delay
         self.calls: list[Call] = []
 
-    def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
-        self.calls.append(Call(prompts, params))
+    def _generate(
+        self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[list[Generation]]:
+        self.calls.append(Call(prompts, params, seeds))
         if self.delay:
             time.sleep(self.delay)
         outputs = []
@@ -105,6 +110,16 @@ class ScriptedLLM(LLM):
                 [_generation(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)]
             )
         return outputs
+
+    @property
+    def token_counting(self) -> str:
+        return "words (scripted)"
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    def prompt_token_count(self, prompt: Prompt) -> int:
+        return len(render(prompt).split())
 
     def __repr__(self) -> str:
         rules = [(r.pattern, r.reply, r.logprob) for r in self.rules]

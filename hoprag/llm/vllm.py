@@ -13,10 +13,11 @@ distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settabl
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, chat_template_flags, cut_at_stop
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
 from hoprag.llm.openai_compat import _covering
 from hoprag.utils.bundled import resolve_model_ref
 
@@ -42,8 +43,9 @@ class VLLMLLM(LLM):
         engine_kwargs: Mapping[str, Any] | None = None,
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
+        max_input_tokens: int | None = None,
     ) -> None:
-        super().__init__(default, generation_cache)
+        super().__init__(default, generation_cache, max_input_tokens)
         try:
             import vllm
         except ImportError as err:
@@ -76,6 +78,28 @@ class VLLMLLM(LLM):
                 _ENGINES[key] = self._vllm.LLM(**self.engine_args)
             return _ENGINES[key]
 
+    @property
+    def tokenizer(self) -> Any:
+        """The engine's tokenizer once it runs; before, the model's tokenizer alone (no GPU memory taken)."""
+        key = tuple(sorted((k, repr(v)) for k, v in self.engine_args.items()))
+        if key in _ENGINES:
+            return _ENGINES[key].get_tokenizer()
+        from hoprag.llm.tokenizer import load_tokenizer
+
+        return load_tokenizer(self.engine_args["model"], trust_remote_code=self.engine_args["trust_remote_code"])
+
+    @property
+    def token_counting(self) -> str:
+        return f"tokenizer:{self.name}"
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        from hoprag.llm.tokenizer import count_texts
+
+        return count_texts(self.tokenizer, texts)
+
+    def prompt_token_count(self, prompt: Prompt) -> int:
+        return len(self._prompt_ids(prompt, self.tokenizer))
+
     def sampling_params(self, params: SamplingParams) -> Any:
         """The `vllm.SamplingParams` for ours."""
         return self._vllm.SamplingParams(
@@ -92,14 +116,22 @@ class VLLMLLM(LLM):
         """What vLLM is given: the chat-templated token ids, or the raw string when chat_template is off."""
         if isinstance(prompt, str) and not self.chat_template:
             return {"prompt": prompt}
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-        tokenizer = self.engine.get_tokenizer()
-        text = tokenizer.apply_chat_template(messages, tokenize=False, **chat_template_flags(messages))
-        return {"prompt_token_ids": list(tokenizer(text, add_special_tokens=False)["input_ids"])}
+        return {"prompt_token_ids": self._prompt_ids(prompt, self.engine.get_tokenizer())}
 
-    def _generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[Generation]]:
+    def _prompt_ids(self, prompt: Prompt, tokenizer: Any) -> list[int]:
+        from hoprag.llm.tokenizer import prompt_ids
+
+        return prompt_ids(tokenizer, prompt, self.chat_template)
+
+    def _generate(
+        self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[list[Generation]]:
         inputs = [self.engine_prompt(p) for p in prompts]
-        outputs = self.engine.generate(inputs, self.sampling_params(params), use_tqdm=False)
+        if seeds is None:
+            sampling: Any = self.sampling_params(params)
+        else:  # one SamplingParams per prompt: vLLM seeds each request's own generator
+            sampling = [self.sampling_params(replace(params, seed=s)) for s in seeds]
+        outputs = self.engine.generate(inputs, sampling, use_tqdm=False)
         return [self.convert(out, params) for out in outputs]
 
     def convert(self, output: Any, params: SamplingParams) -> list[Generation]:

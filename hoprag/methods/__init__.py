@@ -1,7 +1,8 @@
 """QA methods: one class per file, registered by name, built from `conf/method/<name>.yaml`."""
 
 from hoprag.methods.answer_extraction import AnswerExtractor, Extraction
-from hoprag.methods.base import ChatPrompt, Method, MethodOutput, get, names, register
+from hoprag.llm.prompts import ChatPrompt
+from hoprag.methods.base import Method, MethodOutput, get, names, register
 from hoprag.methods.iter_retgen import IterRetGen
 from hoprag.methods.mmr_rag import MMRRAG
 from hoprag.methods.no_retrieval import NoRetrieval

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
-from hoprag.llm.base import LLM, Message
+from hoprag.llm.base import LLM
+from hoprag.llm.prompts import ContextPrompt, Prompt
 from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
 
@@ -33,17 +34,6 @@ class MethodOutput:
     trace: dict[str, Any] = field(default_factory=dict)
     parse_failed: bool = False
     stats: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ChatPrompt:
-    """A system message and a user-message template (`str.format` fields such as {question})."""
-
-    system: str
-    user: str
-
-    def __call__(self, **fields: Any) -> list[Message]:
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user.format(**fields)}]
 
 
 class Method:
@@ -69,8 +59,16 @@ class Method:
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         raise NotImplementedError
 
+    def run_info(self) -> dict[str, Any]:
+        """Settings that qualify every figure of a run (e.g. how tokens were counted, which verifier judged):
+        the runner writes them into metrics.json's `run` section. JSON-serialisable values only."""
+        info: dict[str, Any] = {"llm_max_input_tokens": self.llm.max_input_tokens}
+        if self.llm.max_input_tokens is not None:
+            info["llm_token_counting"] = self.llm.token_counting
+        return info
+
     def _final_answers(
-        self, prompts: Sequence[list[Message]], costs: Sequence[Cost], retrieved: Sequence[list[Passage]]
+        self, prompts: Sequence[Prompt | ContextPrompt], costs: Sequence[Cost], retrieved: Sequence[list[Passage]]
     ) -> list[MethodOutput]:
         """One batched LLM call for the final answers, then extraction; the raw output goes in the trace."""
         generations = self.llm.generate(prompts, costs=costs, stage="answer", **self.generation)

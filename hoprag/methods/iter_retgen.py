@@ -17,7 +17,8 @@ from typing import Any
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
-from hoprag.methods.base import ChatPrompt, MethodOutput, register
+from hoprag.llm.prompts import ChatPrompt
+from hoprag.methods.base import MethodOutput, register
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.retrieval.retrievers import Retriever
 
@@ -41,10 +42,7 @@ class IterRetGen(StandardRAG):
         for t in range(1, self.rounds + 1):
             hits = self.retriever.search(queries, self.k, costs=costs)
             retrieved = [[h.passage for h in question] for question in hits]
-            prompts = [
-                self.prompt(question=ex.question, passages=self.format_passages(passages))
-                for ex, passages in zip(examples, retrieved)
-            ]
+            prompts = [self.context_prompt(ex, passages) for ex, passages in zip(examples, retrieved)]
             if t == self.rounds:
                 outputs = self._final_answers(prompts, costs, retrieved)
                 texts = [o.trace["output"] for o in outputs]

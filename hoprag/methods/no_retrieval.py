@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from hoprag.data.types import QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
-from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+from hoprag.llm.prompts import ChatPrompt
+from hoprag.methods.base import Method, MethodOutput, register
 
 
 @register("no_retrieval")

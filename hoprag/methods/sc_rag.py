@@ -16,9 +16,11 @@ from typing import Any
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
+from hoprag.llm.prompts import PassageFormat
 from hoprag.methods.base import register
 from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR
 from hoprag.selectors import HybridFrontEnd, Selector
 
 
@@ -39,7 +41,10 @@ class SCRAG(SCRAGSearch):
         super().__init__(llm, retriever, **kwargs)
         self.front_end = front_end if isinstance(front_end, HybridFrontEnd) else front_end(retriever=retriever)
         self.selector = selector
-        self.selector.bind(llm)
+        self.selector.bind(llm, PassageFormat(self.snippet_template, SNIPPET_SEPARATOR))
+
+    def run_info(self) -> dict[str, Any]:
+        return {**super().run_info(), "selector_token_counting": self.selector.token_counter.describe()}
 
     def contexts(
         self, examples: Sequence[QAExample], costs: Sequence[Cost]

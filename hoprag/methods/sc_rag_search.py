@@ -15,12 +15,13 @@ from typing import Any
 
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost, charge_evenly
-from hoprag.llm.base import LLM, Message
-from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+from hoprag.llm.base import LLM
+from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
+from hoprag.methods.base import Method, MethodOutput, register
 from hoprag.metrics.faithfulness import Answered, FaithfulnessScorer
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.mcts import AnswerSearch, MCTSConfig, Node, SearchTree, iter_nodes
-from hoprag.search.sc_rag_answer import SNIPPET_TEMPLATE, ParsedAnswer, parse_answer, render_snippets
+from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR, SNIPPET_TEMPLATE, ParsedAnswer, parse_answer
 from hoprag.verifiers.base import Verifier
 from hoprag.verifiers.reward import CLAIM_TEMPLATE, DEFAULT_WEIGHTS, EvidenceExtractor, NLIReward
 
@@ -30,7 +31,9 @@ class SCRAGSearch(Method):
     """`prompt`'s user template has {question} and {passages} (snippets rendered with `snippet_template`).
     `reward` holds `weights` (entailment, neutral, contradiction) and `aggregation` ("eq2" or "official").
     `answer_prefix` (e.g. `{"answer": "`) is an assistant prefill that starts every sample's JSON for small
-    models; the parser reads it back in front of the continuation. None (the paper) leaves the reply free."""
+    models; the parser reads it back in front of the continuation. None (the paper) leaves the reply free.
+    `judge` scores AP / CR / Sup with an independent verifier (the MCTS reward keeps `verifier`); None judges
+    with the search's own verifier, which biases the figures in the search's favour (`run_info` says which)."""
 
     def __init__(
         self,
@@ -47,6 +50,7 @@ class SCRAGSearch(Method):
         faithfulness: bool = True,
         trace_raw: bool = False,
         answer_prefix: str | None = None,
+        judge: Verifier | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
@@ -59,14 +63,15 @@ class SCRAGSearch(Method):
         evidence = evidence or EvidenceExtractor()
         reward = {"weights": DEFAULT_WEIGHTS, "aggregation": "eq2", **(reward or {})}
         self.reward = NLIReward(verifier, evidence, claim_template=claim_template, **reward)
-        self.faithfulness = FaithfulnessScorer(verifier, evidence, claim_template) if faithfulness else None
+        self.judge = judge if judge is not None else verifier
+        self.faithfulness = FaithfulnessScorer(self.judge, evidence, claim_template) if faithfulness else None
         self.search = AnswerSearch(llm, self.render, self.parse, self.reward, search, retriever)
 
-    def render(self, question: str, passages: Sequence[Passage]) -> list[Message]:
-        messages = self.prompt(question=question, passages=render_snippets(passages, self.snippet_template))
-        if self.answer_prefix:  # continued, not answered: the LLM returns what follows the prefix
-            messages.append({"role": "assistant", "content": self.answer_prefix})
-        return messages
+    def render(self, question: str, passages: Sequence[Passage]) -> ContextPrompt:
+        """The generator prompt; an `answer_prefix` is continued, not answered (the LLM returns what
+        follows it). Over the LLM's input budget the last snippets are dropped first."""
+        snippets = PassageFormat(self.snippet_template, SNIPPET_SEPARATOR).context(passages)
+        return self.prompt.with_context("passages", snippets, prefill=self.answer_prefix, question=question)
 
     def parse(self, raw: str) -> ParsedAnswer:
         return parse_answer(self.answer_prefix + raw, lambda text: self.extractor(text).answer)
@@ -109,12 +114,19 @@ class SCRAGSearch(Method):
             )
         return outputs
 
+    def run_info(self) -> dict[str, Any]:
+        """Which verifier scored AP / CR / Sup: `search_verifier` (the reward's own, biased) or the judge's model."""
+        if self.judge is self.verifier:
+            return {"judge": "search_verifier"}
+        return {"judge": str(getattr(self.judge, "model", None) or type(self.judge).__name__)}
+
     @staticmethod
     def _stats(tree: SearchTree, node: Node) -> dict[str, float]:
         answers = [n for n in iter_nodes(tree.root) if n.parsed is not None]
         return {
             "llm_samples": float(tree.samples),
             "nli_pairs": float(tree.nli_pairs),
+            "missing_logprobs": float(tree.missing_logprobs),
             "tree_nodes": float(tree.size),
             "tree_depth": float(max(n.depth for n in iter_nodes(tree.root))),
             "sample_parse_failures": sum(n.parsed.failed for n in answers) / max(len(answers), 1),

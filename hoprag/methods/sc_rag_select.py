@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from hoprag.data.types import Passage, QAExample
+from hoprag.data.types import QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
-from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+from hoprag.llm.prompts import ChatPrompt, PassageFormat
+from hoprag.methods.base import Method, MethodOutput, register
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.selectors import HybridFrontEnd, Selection, Selector
 
@@ -39,16 +40,14 @@ class SCRAGSelect(Method):
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
         self.front_end = front_end if isinstance(front_end, HybridFrontEnd) else front_end(retriever=retriever)
+        self.passages = PassageFormat(passage_template)
         self.selector = selector
-        self.selector.bind(llm)
+        self.selector.bind(llm, self.passages)
         self.prompt = prompt
-        self.passage_template = passage_template
         self.generate = generate
 
-    def format_passages(self, passages: Sequence[Passage]) -> str:
-        return "\n\n".join(
-            self.passage_template.format(rank=i, title=p.title, text=p.text) for i, p in enumerate(passages, 1)
-        )
+    def run_info(self) -> dict[str, str]:
+        return {"selector_token_counting": self.selector.token_counter.describe()}
 
     def select(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[Selection]:
         """Fused pools for the batch, then one selection per question (its time charged as "select")."""
@@ -65,7 +64,7 @@ class SCRAGSelect(Method):
         chosen = [s.passages for s in selections]
         if self.generate:
             prompts = [
-                self.prompt(question=ex.question, passages=self.format_passages(passages))
+                self.prompt.with_context("passages", self.passages.context(passages), question=ex.question)
                 for ex, passages in zip(examples, chosen)
             ]
             outputs = self._final_answers(prompts, costs, chosen)

@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
-from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
+from hoprag.methods.base import Method, MethodOutput, register
 from hoprag.retrieval.retrievers import Retriever
 
 
 @register("standard_rag")
 class StandardRAG(Method):
     """`prompt`'s user template has {question} and {passages} fields; passages are numbered from 1 and
-    written with `passage_template` ({rank}, {title}, {text}), separated by blank lines."""
+    written with `passage_template` ({rank}, {title}, {text}), separated by blank lines. Over the LLM's
+    input budget the lowest-ranked passages are dropped first (`hoprag.llm.prompts`)."""
 
     def __init__(
         self,
@@ -28,20 +30,15 @@ class StandardRAG(Method):
         super().__init__(llm, retriever, **kwargs)
         self.prompt = prompt
         self.k = k
-        self.passage_template = passage_template
+        self.passages = PassageFormat(passage_template)
 
-    def format_passages(self, passages: Sequence[Passage]) -> str:
-        return "\n\n".join(
-            self.passage_template.format(rank=i, title=p.title, text=p.text) for i, p in enumerate(passages, 1)
-        )
+    def context_prompt(self, example: QAExample, passages: Sequence[Passage]) -> ContextPrompt:
+        return self.prompt.with_context("passages", self.passages.context(passages), question=example.question)
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         hits = self.retriever.search([ex.question for ex in examples], self.k, costs=costs)
         retrieved = [[h.passage for h in question] for question in hits]
-        prompts = [
-            self.prompt(question=ex.question, passages=self.format_passages(passages))
-            for ex, passages in zip(examples, retrieved)
-        ]
+        prompts = [self.context_prompt(ex, passages) for ex, passages in zip(examples, retrieved)]
         outputs = self._final_answers(prompts, costs, retrieved)
         for out, question in zip(outputs, hits):
             out.trace["scores"] = [round(h.score, 4) for h in question]

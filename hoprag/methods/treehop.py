@@ -22,7 +22,8 @@ import torch
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
-from hoprag.methods.base import ChatPrompt, Method, MethodOutput, register
+from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
+from hoprag.methods.base import Method, MethodOutput, register
 from hoprag.retrieval.retrievers import DenseRetriever, Retriever
 from hoprag.treehop.model import TreeHop
 from hoprag.treehop.retriever import TreeHopRetriever, model_step, q_minus_c
@@ -66,7 +67,7 @@ class TreeHopMethod(Method):
         self.table_types = set(table_types) if table_types is not None else None
         if generate and prompt is None:
             raise ValueError("generate=true needs a prompt with {passages} and {question}")
-        self.generate, self.prompt, self.passage_template = generate, prompt, passage_template
+        self.generate, self.prompt, self.passages = generate, prompt, PassageFormat(passage_template)
         self.variants: dict[str, tuple[object, int, int]] = {}  # name → (step, top_k, hops)
         if compare:
             config = self.tree.model.config if self.tree.model is not None else {"dim": self.tree.vectors.shape[1]}
@@ -124,6 +125,5 @@ class TreeHopMethod(Method):
                 stats[f"{name}/hop{hop}/seconds"] = result.seconds[hop - 1] + encode
         return {k: v for k, v in stats.items() if not np.isnan(v)}
 
-    def _prompt(self, example: QAExample, passages: list[Passage]):  # noqa: ANN202
-        context = "\n\n".join(self.passage_template.format(title=p.title, text=p.text) for p in passages)
-        return self.prompt(question=example.question, passages=context)
+    def _prompt(self, example: QAExample, passages: list[Passage]) -> ContextPrompt:
+        return self.prompt.with_context("passages", self.passages.context(passages), question=example.question)

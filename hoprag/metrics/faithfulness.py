@@ -12,7 +12,8 @@ claims, with the reward's top-K evidence sentences as premises; so AP + CR <= 1.
 every claim is entailed by some sentence of the passages the answer cites (`evidence_doc_ids`), or of the
 whole context when it cites none. Scored by the same verifier that guided the search, these figures are
 biased in the search's favour (the paper says so too): compare methods under one verifier, and prefer an
-independent one for claims about faithfulness itself.
+independent one for claims about faithfulness itself: the sc_rag methods take a separate `judge`
+(`+verifier@method.judge=roberta_large_mnli`), and metrics.json's `run.judge` names whichever scored them.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import numpy as np
 
 from hoprag.data.types import Passage
 from hoprag.utils.bundled import resolve_model_ref
+from hoprag.utils.device import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,6 @@ def _shared_model(key: Hashable, load: Callable[[], Any]) -> Any:
             log.info("loading embedding model %s", key)
             _MODELS[key] = load()
         return _MODELS[key]
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class Embedder:

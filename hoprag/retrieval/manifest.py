@@ -6,6 +6,7 @@ build and is treated as absent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -54,9 +55,16 @@ def check_manifest(directory: str | Path, manifest: Mapping[str, Any], expected:
     ]
     if diffs:
         raise IndexMismatchError(
-            f"the index in {directory} does not match the request ({'; '.join(diffs)}); "
-            "rebuild it (force=true) or point cache_dir elsewhere"
+            f"the index in {directory} does not match the request ({'; '.join(diffs)}); it is left as it is: "
+            "force=true rebuilds it in place (deleting it), or point cache_dir elsewhere"
         )
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """8 hex chars of sha256 over `settings` as canonical JSON: the part of an index directory's name that
+    keeps indexes built with different settings (passage template, embedder, ...) apart."""
+    canonical = json.dumps(dict(settings), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:8]
 
 
 def slug(text: str) -> str:

@@ -1,8 +1,9 @@
 """The one retrieval interface every method uses: a batch of queries in, ranked passages out.
 
 Retrievers are built from a corpus (`Retriever(corpus=passages, ...)`, which is how Hydra `_partial_`
-configs finish them) and cache their index under `cache_dir`, keyed by the corpus fingerprint, so a
-second run on the same corpus loads instead of re-encoding.
+configs finish them) and cache their index under `cache_dir`, one directory per corpus fingerprint and
+per digest of the settings that decide the index, so a second run with the same corpus and settings
+loads instead of re-encoding, and indexes of other settings live beside it untouched.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
-from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, slug
+from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
 from hoprag.retrieval.sparse import BM25Index
 
 log = logging.getLogger(__name__)
@@ -120,20 +121,31 @@ class Retriever:
         return results
 
 
-def _index_dir(cache_dir: str | None, kind: str, *name: str) -> Path | None:
-    return Path(cache_dir).expanduser() / kind / "-".join(name) if cache_dir is not None else None
+def _index_dir(
+    cache_dir: str | None, kind: str, identity: Mapping[str, Any], *name: str
+) -> Path | None:
+    """`<cache_dir>/<kind>/<name parts>-<digest of identity>`. `identity` holds everything that decides the
+    index (what its manifest is checked against), so two passage templates or embedders of one name get
+    two directories side by side; the readable name parts are only for people listing the cache."""
+    if cache_dir is None:
+        return None
+    return Path(cache_dir).expanduser() / kind / "-".join([*name, settings_digest(identity)])
 
 
 def _cached(
     directory: Path | None, force: bool, load: Callable[[], IndexT], build: Callable[[], IndexT]
 ) -> tuple[IndexT, bool]:
-    """Load the index saved in `directory` if it matches, else build it (and save it there)."""
+    """Load the index saved in `directory`, or build it (and save it there) when there is none or `force`.
+
+    A saved index is never replaced unasked: when its manifest contradicts the request (a directory copied
+    by hand, an older cache layout), `load` raises IndexMismatchError naming the fields and the fix, and
+    the files stay as they are. A directory without a manifest is an unfinished build and is cleared.
+    """
     if directory is not None and not force and (directory / MANIFEST).is_file():
-        try:
-            return load(), True
-        except IndexMismatchError as err:
-            log.warning("%s: rebuilding", err)
+        return load(), True
     if directory is not None and directory.exists():
+        if (directory / MANIFEST).is_file():
+            log.warning("force=true: replacing the index in %s", directory)
         shutil.rmtree(directory)
     index = build()
     if directory is not None:
@@ -166,13 +178,20 @@ class DenseRetriever(Retriever):
             raise ValueError("save_embeddings needs a cache_dir to keep the embeddings in")
         factory = settings["factory"]
         fingerprint = corpus_fingerprint(self.passages)
-        self.index_dir = _index_dir(cache_dir, "dense", fingerprint[:16], slug(embedder.name), slug(factory))
+        # the fields DenseIndex.load checks: the directory name and the manifest check agree
+        identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
+        self.index_dir = _index_dir(
+            cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory)
+        )
         search_params = {k: settings[k] for k in ("ef_search", "nprobe", "use_gpu")}
 
         def load() -> DenseIndex:
             loaded = DenseIndex.load(self.index_dir, embedder, fingerprint, factory=factory, **search_params)
             if settings["save_embeddings"] and loaded.embeddings is None:
-                raise IndexMismatchError(f"the index in {self.index_dir} was saved without its embeddings")
+                raise IndexMismatchError(
+                    f"the index in {self.index_dir} was saved without its embeddings; it is left as it is: "
+                    "force=true rebuilds it with them, or set index.save_embeddings=false"
+                )
             return loaded
 
         def build() -> DenseIndex:
@@ -221,8 +240,9 @@ class BM25Retriever(Retriever):
     ) -> None:
         super().__init__(corpus)
         fingerprint = corpus_fingerprint(self.passages)
-        self.index_dir = _index_dir(cache_dir, "bm25", fingerprint[:16], slug(method))
         settings = {"k1": k1, "b": b, "method": method, "stemmer": stemmer}
+        identity = {**settings, "corpus_fingerprint": fingerprint}  # what BM25Index.load checks
+        self.index_dir = _index_dir(cache_dir, "bm25", identity, fingerprint[:16], slug(method))
         self.index, self.from_cache = _cached(
             self.index_dir,
             force,

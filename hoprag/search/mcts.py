@@ -16,18 +16,34 @@ One simulation, for every question of the batch at once:
    **backpropagate** each reward to the root as a running mean (Eq. 9). A leaf at `max_depth` is not
    expanded: its cached reward is backpropagated again.
 
-An augment child is evaluated when it is first selected (UCT takes unvisited children first, so that is
-the next simulation through its parent): its expansion samples `branching` answers under the augmented
-context. This departs from §5.5, which rolls out one answer for a new augment child at once; deferring it
-makes every expansion one prompt with n = `branching` samples, so one simulation step of the whole batch
-is exactly one `llm.generate` call (temperature 0.7, top-p 0.9, 256 new tokens by default), one batched
-retrieval (stage "augment") and one batched reward (its wall time charged evenly as stage "reward").
+A new augment child is rolled out at once (`augment_rollout`, the default: §5.5's recommended algorithm):
+one answer is sampled under its augmented context, scored with the step's other answers and stored as its
+first answer child, so the augment branch enters selection with a value, like its answer siblings. The
+augment child stays unexpanded: when selection first reaches it, its expansion adds `branching` more
+answers (and possibly its own augment child) next to that rollout answer. `augment_rollout=False` defers
+it instead (hoprag's earlier behaviour): an augment child has no answer until it is first selected (UCT
+takes unvisited children first, so that is the next simulation through its parent), and is then
+evaluated by that expansion.
+
+One simulation step of the whole batch makes at most two `llm.generate` calls: one for every expansion
+(one prompt per expanding leaf, n = `branching`; temperature 0.7, top-p 0.9, 256 new tokens by default) and
+one for the rollouts of that step's new augment children (n = 1); plus one batched retrieval (stage
+"augment") and one batched reward (its wall time charged evenly as stage "reward").
+
+Sampling is seeded per question: with `seed` set, a prompt's sampling seed is derived from (`seed`, a hash
+of the question text, the step, expansion or rollout), so a question's tree is the same whatever other
+questions share its batch, and whatever the batch size. `seed: None` samples unseeded (not reproducible).
+PUCT's log-prob prior treats an answer whose sample came without log-probs as unconfident: it gets the
+prior of its least confident sibling with log-probs (all unknown: a uniform share); such samples are
+counted per tree (`SearchTree.missing_logprobs`).
+
 The final answer is the answer node with the highest mean value Q, ties broken by more visits, then by a
 higher own reward, then by creation order.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +60,14 @@ from hoprag.verifiers.reward import Candidate, RewardResult
 SELECTIONS = ("uct", "puct")
 PRIORS = ("uniform", "logprob")
 AUGMENT_QUERIES = ("question", "question+answer")
+EXPANSION, ROLLOUT = 0, 1  # sampling streams of a step
+
+
+def sample_seed(seed: int, question: str, step: int, stream: int = EXPANSION) -> int:
+    """The sampling seed of one question's samples at `step` (expansion or rollout `stream`): a stable hash
+    (not Python's salted `hash`) of all four, 31 bits, so it is the same in every process and batch."""
+    digest = hashlib.sha256(f"{seed}\x00{step}\x00{stream}\x00{question}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") >> 1
 
 
 @dataclass(frozen=True)
@@ -57,13 +81,14 @@ class MCTSConfig:
     c: float = 1.4
     prior: str = "uniform"  # PUCT only
     augment: bool = True
+    augment_rollout: bool = True  # roll out one answer under a new augment child at once (§5.5); False: defer
     augment_query: str = "question+answer"  # "question" is the released code's choice
     augment_search_k: int = 10
     augment_add_k: int = 3
     temperature: float = 0.7
     top_p: float = 0.9
     max_new_tokens: int = 256
-    seed: int | None = None  # step i samples with seed + i
+    seed: int | None = None  # per-question sampling seeds derived from it (`sample_seed`); None: unseeded
 
     def __post_init__(self) -> None:
         if min(self.simulations, self.branching, self.max_depth, self.augment_add_k, self.augment_search_k) < 1:
@@ -166,6 +191,7 @@ class SearchTree:
     simulations: int = 0
     samples: int = 0
     nli_pairs: int = 0
+    missing_logprobs: int = 0  # answer samples that came without log-probs (unknown confidence)
 
     def new_node(self, **fields: Any) -> Node:
         node = Node(id=self.size, **fields)
@@ -206,7 +232,8 @@ class SearchTree:
 
 
 class AnswerSearch:
-    """Runs the search for a batch of questions: one LLM call, one retrieval and one reward call per step.
+    """Runs the search for a batch of questions: per step, one LLM call for the expansions (and one for the
+    new augment children's rollouts), one retrieval and one reward call.
 
     `prompt(question, passages)` renders the generator prompt; `parse(raw)` reads an answer from a sample;
     `reward(candidates)` scores answers (Eq. 2); `retriever` serves augment children (none: no augments).
@@ -255,26 +282,23 @@ class AnswerSearch:
         if not expanding:
             return
         augments = self._augment_passages(expanding)
-        generations = self.llm.generate(
-            [self.prompt(tree.question, leaf.ctx) for tree, leaf in expanding],
-            costs=[tree.cost for tree, _ in expanding],
-            stage="mcts",
-            n=cfg.branching,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens,
-            seed=None if cfg.seed is None else cfg.seed + step,
-        )
+        generations = self._sample([(tree, leaf.ctx) for tree, leaf in expanding], step, EXPANSION, cfg.branching)
         new: list[tuple[SearchTree, Node]] = []
+        fresh: list[tuple[SearchTree, Node]] = []  # new augment children
         for (tree, leaf), samples, added in zip(expanding, generations, augments):
             new += [(tree, self._answer_child(tree, leaf, g)) for g in samples]
             tree.samples += len(samples)
             if added:
-                leaf.children.append(
-                    tree.new_node(kind="augment", depth=leaf.depth + 1, ctx=leaf.ctx + tuple(added), parent=leaf)
-                )
+                augment = tree.new_node(kind="augment", depth=leaf.depth + 1, ctx=leaf.ctx + tuple(added), parent=leaf)
+                leaf.children.append(augment)
+                fresh.append((tree, augment))
             self._set_priors(leaf)
             leaf.expanded = True
+        if cfg.augment_rollout and fresh:
+            rollouts = self._sample([(tree, aug.ctx) for tree, aug in fresh], step, ROLLOUT, 1)
+            for (tree, augment), (sample,) in zip(fresh, rollouts):
+                new.append((tree, self._answer_child(tree, augment, sample)))
+                tree.samples += 1
         started = time.perf_counter()
         results = self.reward(
             [Candidate(t.question, n.parsed.answer, n.parsed.reasoning, n.parsed.raw, n.ctx) for t, n in new]
@@ -288,6 +312,25 @@ class AnswerSearch:
             tree.nli_pairs += result.pairs
             backpropagate(node, result.value)
 
+    def _sample(
+        self, requests: Sequence[tuple[SearchTree, tuple[Passage, ...]]], step: int, stream: int, n: int
+    ) -> list[list[Generation]]:
+        """`n` samples per (tree, context) in one batched call, each question with its own seed."""
+        cfg = self.config
+        seeds = None
+        if cfg.seed is not None:
+            seeds = [sample_seed(cfg.seed, tree.question, step, stream) for tree, _ in requests]
+        return self.llm.generate(
+            [self.prompt(tree.question, ctx) for tree, ctx in requests],
+            costs=[tree.cost for tree, _ in requests],
+            stage="mcts",
+            seeds=seeds,
+            n=n,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+        )
+
     def _answer_child(self, tree: SearchTree, leaf: Node, generation: Generation) -> Node:
         node = tree.new_node(
             kind="answer",
@@ -297,6 +340,7 @@ class AnswerSearch:
             parsed=self.parse(generation.text),
             mean_logprob=generation.mean_logprob,
         )
+        tree.missing_logprobs += node.mean_logprob is None
         leaf.children.append(node)
         return node
 
@@ -327,7 +371,9 @@ class AnswerSearch:
 
     def _set_priors(self, node: Node) -> None:
         """PUCT priors of a freshly expanded node's children: uniform, or the answers share (k / (k+1) with an
-        augment child, which gets 1 / (k+1)) in proportion to exp(mean token log-prob)."""
+        augment child, which gets 1 / (k+1)) in proportion to exp(mean token log-prob). Unknown is
+        unconfident: an answer without a mean log-prob is weighted as its least confident known sibling (all
+        unknown: equal shares)."""
         children = node.children
         if self.config.prior == "uniform":
             for ch in children:
@@ -335,7 +381,9 @@ class AnswerSearch:
             return
         answers = [ch for ch in children if ch.kind == "answer"]
         share = len(answers) / len(children)
-        logps = [ch.mean_logprob if ch.mean_logprob is not None else 0.0 for ch in answers]
+        known = [ch.mean_logprob for ch in answers if ch.mean_logprob is not None]
+        floor = min(known, default=0.0)
+        logps = [ch.mean_logprob if ch.mean_logprob is not None else floor for ch in answers]
         top = max(logps)
         weights = [math.exp(lp - top) for lp in logps]
         for ch, w in zip(answers, weights):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hoprag.data.types import Passage
+from hoprag.llm.prompts import PassageFormat
 
 SNIPPET_TEMPLATE = "[doc_id={rank}] title={title}\n{text}"
 SNIPPET_SEPARATOR = "\n---\n"
@@ -34,8 +35,7 @@ _IDS_FIELD = re.compile(r'"evidence_doc_ids"\s*:\s*\[([^\]]*)\]')
 
 
 def render_snippets(passages: Sequence[Passage], template: str = SNIPPET_TEMPLATE) -> str:
-    snippets = (template.format(rank=i, title=p.title, text=p.text) for i, p in enumerate(passages, 1))
-    return SNIPPET_SEPARATOR.join(snippets)
+    return PassageFormat(template, SNIPPET_SEPARATOR).render(passages)
 
 
 @dataclass(frozen=True)

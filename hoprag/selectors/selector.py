@@ -15,6 +15,7 @@ import numpy as np
 from hoprag.selectors.items import build_instance, minmax
 from hoprag.selectors.pool import CandidatePool, Selection
 from hoprag.selectors.solvers import SOLVERS, Solution
+from hoprag.llm.prompts import PassageFormat
 from hoprag.selectors.tokens import TokenCounter
 
 
@@ -28,8 +29,9 @@ class Selector:
         self.token_counter = token_counter or TokenCounter()
         self.token_budget = token_budget
 
-    def bind(self, llm: Any) -> None:
-        self.token_counter.bind(llm)
+    def bind(self, llm: Any, passages: PassageFormat | None = None) -> None:
+        """Count token costs with `llm` on passages as `passages` (the method's prompt format) writes them."""
+        self.token_counter.bind(llm, passages)
 
     def select(self, question: str, pool: CandidatePool) -> Selection:
         raise NotImplementedError

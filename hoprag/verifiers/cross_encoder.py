@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hoprag.retrieval.embedders import resolve_device
+from hoprag.utils.device import resolve_device
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers.base import LABELS, Verifier
 

@@ -1,5 +1,9 @@
 """NLI pairs for training a cross-encoder verifier: sources, tokenisation and length-grouped batches.
 
+Three roles, kept apart: `train` pairs fit the weights, `val` pairs select the checkpoint (and stop early), and
+`test` pairs are scored once, with the selected checkpoint, for the figures to report. A file shared by two
+roles must be sliced into disjoint index ranges; the datamodule refuses overlapping slices.
+
 The shared MultiNLI/SNLI files are PTB-tokenised (`ca n't`, `it 's`, ` .`) while the verifier scores ordinary
 text, so pairs are detokenised by default. Training batches are grouped by length (sorted within shuffled
 pools) so little compute goes to padding, which on CPU is most of the speed.
@@ -35,6 +39,30 @@ def ptb_detokenize(text: str) -> str:
     for pattern, repl in _PTB_RULES:
         text = pattern.sub(repl, text)
     return text.strip()
+
+
+def _span(spec: Mapping[str, Any]) -> tuple[int, float]:
+    stop = spec.get("stop")
+    return spec.get("start") or 0, float("inf") if stop is None else stop
+
+
+def overlapping_slices(roles: Mapping[str, Mapping[str, Mapping[str, Any]]], root: Path) -> list[str]:
+    """`role/name & role/name` for each two sources of different roles (train, val, test) that share indices
+    of one file: a pair trained on, or selected on, must not be scored later. Negative indices count as
+    overlapping (not supported)."""
+    sources = [
+        (role, f"{role}/{name}", (root / spec["file"]).resolve(), _span(spec))  # an absolute file replaces root
+        for role, specs in roles.items()
+        for name, spec in specs.items()
+    ]
+    clashes = []
+    for i, (role, name, path, (start, stop)) in enumerate(sources):
+        for other_role, other, other_path, (lo, hi) in sources[i + 1 :]:
+            if role == other_role or path != other_path:
+                continue
+            if min(start, stop, lo, hi) < 0 or max(start, lo) < min(stop, hi):
+                clashes.append(f"{name} & {other}")
+    return clashes
 
 
 def load_source(spec: Mapping[str, Any], root: Path, detokenize: bool) -> list[NLIPair]:
@@ -85,11 +113,12 @@ class TokenizedPairs(torch.utils.data.Dataset):
 
 
 class NLIDataModule(L.LightningDataModule):
-    """Training pairs from `train` sources, one validation loader per `val` source (accuracy logged per source).
+    """Training pairs from `train` sources; one loader per `val` source (checkpoint selection) and per `test`
+    source (scored only after fitting, so they cannot influence selection); accuracy is logged per source.
 
     Each source is `{file, start, stop}`, with `file` relative to the data root (`data_dir`, else
-    `hoprag.paths.data_root()`). `val` maps a short name (`matched`, `snli`) to a source; a file used for both
-    training and validation must be sliced into disjoint parts.
+    `hoprag.paths.data_root()`). `val` and `test` map a short name (`heldout`, `matched`, `snli`) to a source;
+    a file used in two roles must be sliced into disjoint parts (checked in `setup`).
     """
 
     def __init__(
@@ -97,6 +126,7 @@ class NLIDataModule(L.LightningDataModule):
         tokenizer: str,
         train: Sequence[Mapping[str, Any]],
         val: Mapping[str, Mapping[str, Any]],
+        test: Mapping[str, Mapping[str, Any]] | None = None,
         data_dir: str | None = None,
         max_length: int = 128,
         batch_size: int = 32,
@@ -108,17 +138,23 @@ class NLIDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         self.tokenizer_ref = tokenizer
-        self.train_specs, self.val_specs = list(train), dict(val)
+        self.train_specs, self.val_specs, self.test_specs = list(train), dict(val), dict(test or {})
         self.data_dir, self.max_length, self.batch_size = data_dir, max_length, batch_size
         self.eval_batch_size, self.length_grouped, self.detokenize = eval_batch_size, length_grouped, detokenize
         self.num_workers, self.seed = num_workers, seed
         self.train_set: TokenizedPairs | None = None
         self.val_sets: dict[str, TokenizedPairs] = {}
+        self.test_sets: dict[str, TokenizedPairs] = {}
 
     @property
     def val_names(self) -> list[str]:
         """Validation sources in dataloader order."""
         return list(self.val_specs)
+
+    @property
+    def test_names(self) -> list[str]:
+        """Test sources in dataloader order."""
+        return list(self.test_specs)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -127,12 +163,16 @@ class NLIDataModule(L.LightningDataModule):
 
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_ref(self.tokenizer_ref))
         root = data_root(self.data_dir)
+        roles = {"train": dict(enumerate(self.train_specs)), "val": self.val_specs, "test": self.test_specs}
+        if clashes := overlapping_slices(roles, root):
+            raise ValueError(f"NLI slices of different roles overlap: {', '.join(clashes)}")
         train = [p for spec in self.train_specs for p in load_source(spec, root, self.detokenize)]
         if not train:
             raise ValueError(f"the NLI training sources {self.train_specs} hold no pairs")
         self.train_set = TokenizedPairs(train, self.tokenizer, self.max_length)
-        for name, spec in self.val_specs.items():
-            self.val_sets[name] = TokenizedPairs(load_source(spec, root, self.detokenize), self.tokenizer, self.max_length)
+        for specs, sets in ((self.val_specs, self.val_sets), (self.test_specs, self.test_sets)):
+            for name, spec in specs.items():
+                sets[name] = TokenizedPairs(load_source(spec, root, self.detokenize), self.tokenizer, self.max_length)
 
     def _collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         return self.tokenizer.pad(features, return_tensors="pt")
@@ -148,6 +188,9 @@ class NLIDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> list[DataLoader]:
         return [self._eval_loader(self.val_sets[name]) for name in self.val_names]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return [self._eval_loader(self.test_sets[name]) for name in self.test_names]
 
     def _eval_loader(self, dataset: TokenizedPairs) -> DataLoader:
         order = sorted(range(len(dataset)), key=dataset.lengths.__getitem__)  # order does not change accuracy

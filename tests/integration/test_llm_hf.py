@@ -11,10 +11,13 @@ import time
 import pytest
 import torch
 
+from hoprag.data.corpus import make_passage
 from hoprag.evaluation.cost import Cost
 from hoprag.llm import HFLLM, SamplingParams
+from hoprag.llm.prompts import ChatPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.gguf import converted_dir, is_converted
-from hoprag.llm.hf import DEFAULT_MODEL, load_causal_lm
+from hoprag.llm.hf import DEFAULT_MODEL
+from hoprag.llm.hf_loading import load_causal_lm
 from hoprag.utils.bundled import resolve_model_ref
 
 pytestmark = pytest.mark.slow
@@ -139,11 +142,21 @@ def test_costs_are_charged_through_generate(llm):
     assert llm.usage.completion_tokens - usage_before == sum(o[0].completion_tokens for o in out)
 
 
-def test_long_prompts_are_left_truncated_and_counted(llm):
-    short = HFLLM(DEFAULT_MODEL, device="cpu", max_input_tokens=16, default={"max_new_tokens": 2})
-    [[g]] = short.generate([PROMPTS[2]])
-    assert g.prompt_tokens == 16 and short.truncated_prompts == 1
-    assert short.prompt_ids(PROMPTS[2]) == llm.prompt_ids(PROMPTS[2])[-16:]
+def test_long_prompts_lose_context_never_instructions(llm):
+    """Over the budget, the system message stays whole and the lowest-ranked passage goes; a plain prompt
+    over the budget is refused instead of being cut somewhere."""
+    passages = [make_passage(f"Doc {i}", "The Eiffel Tower was completed in 1889 in Paris. " * 3) for i in range(4)]
+    prompt = ChatPrompt("You answer with one word.", "{passages}\nQuestion: When was it completed?")
+    whole = llm.prompt_token_count(prompt(passages=PassageFormat().render(passages)))
+    short = HFLLM(DEFAULT_MODEL, device="cpu", max_input_tokens=whole - 5, default={"max_new_tokens": 2})
+    cost = Cost()
+    [[g]] = short.generate([prompt.with_context("passages", PassageFormat().context(passages))], costs=[cost])
+    sent = prompt(passages=PassageFormat().render(passages[:3]))
+    assert g.prompt_tokens == llm.prompt_token_count(sent) <= whole - 5
+    assert (cost.truncated_prompts, cost.context_units_dropped) == (1, 1)
+    assert cost.prompt_tokens_dropped == whole - g.prompt_tokens and cost.prompt_tokens == g.prompt_tokens
+    with pytest.raises(PromptTooLongError, match="max_input_tokens"):
+        short.generate([prompt(passages=PassageFormat().render(passages))])
     assert short.hf_model is llm.hf_model  # one model per process
 
 

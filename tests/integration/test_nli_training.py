@@ -1,5 +1,6 @@
-"""`train.py +model=nli_verifier` end to end on a handful of real pairs, then the export through the verifier
-and `scripts/eval_nli.py`, run as users run them."""
+"""`train.py +model=nli_verifier` end to end on a handful of real pairs (selection on held-aside training pairs,
+the reported sets scored only in the test stage), then the export through the verifier and
+`scripts/eval_nli.py`, run as users run them."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from hoprag.verifiers import CrossEncoderVerifier
 
 SHRUNK = [
     "model.datamodule.train=[{file: nli/multi_nli_train_20k.jsonl, start: 0, stop: 48}]",
-    "model.datamodule.val.matched.stop=24",
-    "model.datamodule.val.snli.stop=16",
+    "model.datamodule.val.heldout.stop=19024",
+    "model.datamodule.test.matched.stop=24",
+    "model.datamodule.test.snli.stop=16",
     "model.datamodule.batch_size=16",
     "trainer.max_epochs=1",
     "trainer.log_every_n_steps=1",
@@ -40,11 +42,12 @@ def test_train_export_reload_and_evaluate(tmp_path):
     published = tmp_path / "cache" / "verifiers" / "minilm-nli"
     cache = f"paths.cache_dir={tmp_path}/cache"
     out = run(["train.py", "+model=nli_verifier", *SHRUNK, f"hydra.run.dir={tmp_path}/run", cache])
-    assert "val/acc_matched" in out and "exported best weights" in out
+    assert "best/val/acc_heldout" in out and "test/acc_matched" in out and "exported best weights" in out
     assert sorted(p.name for p in published.iterdir()) == sorted(p.name for p in (tmp_path / "run" / "export").iterdir())
     rows = list(csv.DictReader(next((tmp_path / "run" / "csv").rglob("metrics.csv")).open()))
     logged = {k for row in rows for k, v in row.items() if v}
-    assert {"train/loss", "val/acc_matched", "val/acc_snli", "val/acc_matched_contradiction"} <= logged
+    assert {"train/loss", "val/acc_heldout", "test/acc_matched", "test/acc_snli", "test/acc_matched_contradiction"} <= logged
+    assert not any(key.startswith(("val/acc_matched", "val/acc_snli")) for key in logged)  # never seen by selection
 
     export = tmp_path / "run" / "export"
     config = json.loads((export / "config.json").read_text())

@@ -54,14 +54,15 @@ def test_shipped_config_runs_through_the_runner(compose_cfg, dataset, dense, tmp
     nli = verifier()
     method = factory(llm=llm, retriever=dense, verifier=nli, evidence=EvidenceExtractor(HashEmbedder()))
     assert isinstance(method, cls) and method.search.config.simulations == 4
-    metrics = run(method, dataset.examples, tmp_path / name, batch_size=4, passage=dense.get)
+    metrics = run(method, dataset.examples, tmp_path / name, batch_size=4)
 
-    assert len(llm.calls) == 4  # one batched call per simulation step for all four questions
-    assert all(call.params.n == 3 and len(call.prompts) == 4 for call in llm.calls)
+    # one batched expansion call per simulation step for all four questions, plus one batched rollout call
+    # for the step that created the augment children (spec §5.5); depth 2 stops augments after the first step
+    assert [(call.params.n, len(call.prompts)) for call in llm.calls] == [(3, 4), (1, 4), (3, 4), (3, 4), (3, 4)]
     for key in ("attribution_precision", "contradiction_rate", "support"):
         assert 0 <= metrics[f"method/{key}"] <= 1
     assert metrics["method/contradiction_rate"] > 0  # the scripted "Snippet 1" claims are contradicted
-    assert metrics["method/llm_samples"] == 12 and metrics["cost/mean/llm_calls"] == 4
+    assert metrics["method/llm_samples"] == 13 and metrics["cost/mean/llm_calls"] == 5
     assert metrics["method/nli_pairs"] > 0 and metrics["method/nli_forwards"] <= metrics["method/nli_pairs"]
     assert {"em", "f1", "parse_failures", "retrieval/passage_recall@5"} <= set(metrics)
     assert metrics["parse_failures"] == 0  # the JSON is found inside the surrounding text
@@ -102,7 +103,9 @@ def test_eval_py_with_the_real_llm(tmp_path):
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
-    assert metrics["method/llm_samples"] == 4 and metrics["cost/mean/completion_tokens"] > 0
+    # 2 steps x 2 samples, plus one rollout for each augment child the steps created (0 to 2)
+    assert 4 <= metrics["method/llm_samples"] <= 6 and metrics["cost/mean/completion_tokens"] > 0
+    assert metrics["cost/mean/truncated_prompts"] == 0 and metrics["cost/mean/missing_logprobs"] == 0
     assert "method/attribution_precision" in metrics and "method/support" in metrics
 
 
@@ -120,3 +123,46 @@ def test_an_answer_prefix_is_prefilled_and_read_back_in_front_of_the_continuatio
     # the scripted continuation names the first snippet's title: a whole JSON answer once the prefix is back
     assert not outputs[0].parse_failed and outputs[0].prediction in {p.title for p in dense.passages}
     assert method.parse('Paris", "evidence_doc_ids": [2], "reasoning": "r"}').answer == "Paris"
+
+
+SEARCHED = ("llm_samples", "tree_nodes", "tree_depth", "answer_reward", "answer_value", "answer_visits")
+
+
+def contradicting_judge() -> ScriptedVerifier:
+    """An independent judge that disagrees with the search's verifier: every claim is contradicted."""
+    return ScriptedVerifier(default=(0.05, 0.05, 0.9))
+
+
+@pytest.mark.parametrize("name", ["sc_rag_search", "sc_rag"])
+def test_a_separate_judge_scores_faithfulness_and_leaves_the_search_alone(compose_cfg, dataset, dense, tmp_path, name):
+    cfg = compose_cfg("eval", [f"+method={name}", "verifier@method.verifier=scripted", *SEARCH])
+    assert cfg.method.judge is None  # the default: the search's own verifier judges
+    factory = instantiate(cfg.method)
+    runs = {}
+    for judged, judge in (("search_verifier", None), ("ScriptedVerifier", contradicting_judge())):
+        llm = ScriptedLLM(rules=[REPLY], default_reply="no snippets")
+        method = factory(llm=llm, retriever=dense, verifier=verifier(), evidence=EvidenceExtractor(HashEmbedder()), judge=judge)
+        metrics = run(method, dataset.examples, tmp_path / judged, batch_size=4)
+        report = json.loads((tmp_path / judged / "metrics.json").read_text())
+        records = [json.loads(line) for line in (tmp_path / judged / "predictions.jsonl").read_text().splitlines()]
+        assert method.run_info()["judge"] == report["run"]["judge"] == judged
+        runs[judged] = metrics, records, judge
+
+    (own, own_records, _), (judged, judged_records, judge) = runs["search_verifier"], runs["ScriptedVerifier"]
+    assert own["method/attribution_precision"] > 0 and own["method/contradiction_rate"] < 1
+    faithfulness = ("method/attribution_precision", "method/contradiction_rate", "method/support")
+    assert tuple(judged[key] for key in faithfulness) == (0.0, 1.0, 0.0)
+    assert judge.calls == 1  # the batch's faithfulness pairs only: the reward never asked the judge
+    for a, b in zip(own_records, judged_records):  # the same search, answers and rewards
+        assert (a["prediction"], a["trace"]["tree"]) == (b["prediction"], b["trace"]["tree"])
+        assert [a["stats"][key] for key in SEARCHED] == [b["stats"][key] for key in SEARCHED]
+        assert set(b["trace"]["claim_labels"]) == {"contradicted"}
+
+
+def test_a_judge_from_the_verifier_group_is_named_by_its_model(compose_cfg, dense):
+    overrides = ["+method=sc_rag_search", "verifier@method.verifier=scripted", "+verifier@method.judge=roberta_large_mnli"]
+    cfg = compose_cfg("eval", overrides)
+    method = instantiate(cfg.method)(llm=ScriptedLLM(), retriever=dense, evidence=EvidenceExtractor(HashEmbedder()))
+    assert isinstance(method.verifier, ScriptedVerifier) and method.reward.verifier is method.verifier
+    assert method.faithfulness.verifier is method.judge and type(method.judge).__name__ == "CrossEncoderVerifier"
+    assert method.run_info() == {"judge": "FacebookAI/roberta-large-mnli"}  # loads lazily: nothing is read here

@@ -40,7 +40,7 @@ def test_selection_alone_reports_recall_tokens_and_utilisation(setup, compose_cf
     results = {}
     for name in ("sc_rag_select", "topk_rag", "mmr_rag"):
         m = method(compose_cfg, name, retriever, "method.generate=false")
-        metrics = run(m, examples, tmp / name, batch_size=8, passage=retriever.get)
+        metrics = run(m, examples, tmp / name, batch_size=8)
         assert metrics["cost/mean/llm_calls"] == 0 and metrics["cost/mean/retrieval_calls"] == 2
         assert metrics["retrieval/passage_recall@5"] >= 40  # measured: 70 / 70 / 50 (MMR on raw fusion scores)
         results[name] = metrics
@@ -54,5 +54,5 @@ def test_selection_alone_reports_recall_tokens_and_utilisation(setup, compose_cf
 def test_generation_answers_once_per_question_from_the_selection(setup, compose_cfg):
     _, examples, retriever, tmp = setup
     m = method(compose_cfg, "sc_rag_select", retriever)
-    metrics = run(m, examples[:4], tmp / "generate", batch_size=4, passage=retriever.get)
+    metrics = run(m, examples[:4], tmp / "generate", batch_size=4)
     assert metrics["cost/mean/llm_calls"] == 1 and metrics["cost/mean/prompt_tokens"] > 500

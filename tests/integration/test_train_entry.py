@@ -1,9 +1,10 @@
-"""`train.py` as users run it: the model choice, the DDP trainer config, and TreeHop trained end to end,
-killed after its first checkpoint and resumed from `last.ckpt`."""
+"""`train.py` as users run it: the model choice, the DDP trainer config, a resume with another lr refused, and
+TreeHop trained end to end, killed after its first checkpoint and resumed from `last.ckpt`."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import os
 import signal
 import subprocess
@@ -49,6 +50,22 @@ def test_train_without_a_model_lists_the_choices(tmp_path):
     assert "choose a model: +model={" in out and "treehop" in out
 
 
+def test_a_resume_with_another_lr_is_refused_before_anything_is_built(compose_cfg, tmp_path):
+    spec = importlib.util.spec_from_file_location("train_entry", PROJECT_ROOT / "train.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    assert entry.resume_path(compose_cfg("train", SHRUNK)) is None  # the first start records its settings
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"the first run's weights")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    proc = train(*SHRUNK, "model.module.lr=1e-3", run_dir=tmp_path, cache=tmp_path / "cache")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "model.module.lr: saved 0.0003, requested 0.001" in out
+    assert "trainer.max_epochs" not in out.split("ResumeRefused")[-1]
+    assert {p: p.read_bytes() for p in before} == before and not (tmp_path / ".hydra").exists()
+
+
 def test_ddp_trainer_composes_with_treehop(compose_cfg):
     cfg = compose_cfg("train", ["+model=treehop", "trainer=ddp"])
     assert cfg.trainer.strategy == "ddp" and cfg.trainer.accelerator == "gpu"
@@ -58,7 +75,7 @@ def test_ddp_trainer_composes_with_treehop(compose_cfg):
 
 def test_experiment_configs_compose(compose_cfg):
     paper = compose_cfg("train", ["+experiment=treehop_2wiki_bge_m3"])
-    assert paper.embedder.name == "bge-m3" and paper.model.module.lr == 6e-5
+    assert paper.embedder.name == "bge-m3-title-context" and paper.model.module.lr == 6e-5
     assert paper.model.module.in_batch_negatives is False and paper.model.datamodule.batch_size == 64
     assert paper.model.module.model.gate_dim == 2048 and paper.trainer.accelerator == "gpu"
     settings = compose_cfg("train", ["+experiment=treehop_paper"])

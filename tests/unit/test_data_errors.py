@@ -3,6 +3,8 @@ FileNotFoundError or are fetched (downloaders monkeypatched: these tests never t
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 from pathlib import Path
 
@@ -86,6 +88,131 @@ def test_wrong_structure_is_reported_with_location(tmp_path):
     path = write_lines(tmp_path / "m.jsonl", [json.dumps(bad)])
     with pytest.raises(DataFormatError, match="line 1: missing required key 'paragraph_text'"):
         load_questions(path)
+
+
+# --- values checked at load time (issue 12, item 8) -----------------------------------------------
+
+FLASHRAG_LINE = {"id": "q", "question": "Q?", "golden_answers": ["a"], "metadata": {}}
+HOTPOT_RECORD = {"_id": "1", "question": "Q?", "answer": "A", "type": "bridge",
+                 "context": [["T", ["s"]]], "supporting_facts": [["T", 0]]}
+CRAG_LINE = {"interaction_id": "i", "query": "q?", "answer": "a", "alt_ans": ["b"], "question_type": "simple",
+             "search_results": [{"page_name": "P", "page_snippet": "snippet"}]}
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "message"),
+    [
+        (FLASHRAG_LINE, {"question": None}, "'question' must be a non-empty string, got null"),
+        (FLASHRAG_LINE, {"question": "  "}, "'question' must be a non-empty string"),
+        (FLASHRAG_LINE, {"golden_answers": []}, "'golden_answers' is empty"),
+        (FLASHRAG_LINE, {"golden_answers": ["a", None]},
+         "'golden_answers\\[1\\]' must be a string or a number, got null"),
+        (FLASHRAG_LINE, {"golden_answers": [True]}, "'golden_answers\\[0\\]' must be a string or a number, got true"),
+        (FLASHRAG_LINE, {"id": None}, "'id' must be a string or an integer, got null"),
+        (FLASHRAG_LINE, {"metadata": {"context": {"title": [None], "sentences": [["s"]]}}},
+         "'metadata.context\\[0\\] title' must be a string, got null"),
+        (FLASHRAG_LINE, {"metadata": {"context": {"title": ["T"], "sentences": ["a sentence"]}}},
+         "'metadata.context\\[0\\] sentences' must be a list of sentences"),
+        (MUSIQUE_LINE, {"answer": None}, "'answer' must be a string or a number, got null"),
+        (MUSIQUE_LINE, {"answer_aliases": ["x", None]}, "'answer_aliases\\[1\\]' must be a string or a number"),
+        (MUSIQUE_LINE, {"paragraphs": [{"idx": 0, "title": "T", "paragraph_text": None}]},
+         "'paragraphs\\[0\\].paragraph_text' must be a string, got null"),
+        (CRAG_LINE, {"query": None}, "'query' must be a non-empty string, got null"),
+        (CRAG_LINE, {"answer": None}, "'answer' must be a string or a number, got null"),
+        (CRAG_LINE, {"alt_ans": [None]}, "'alt_ans\\[0\\]' must be a string or a number, got null"),
+        (CRAG_LINE, {"search_results": [{"page_name": "P", "page_snippet": None}]},
+         "'search_results\\[0\\].page_snippet' must be a string, got null"),
+    ],
+)
+def test_bad_value_in_question_file_names_file_line_and_field(tmp_path, good, bad, message):
+    path = write_lines(tmp_path / "questions.jsonl", [json.dumps(good), json.dumps({**good, **bad})])
+    with pytest.raises(DataFormatError, match=rf"questions\.jsonl, line 2: {message}"):
+        load_questions(path)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"answer": None}, "'answer' must be a string or a number, got null"),
+        ({"question": ""}, "'question' must be a non-empty string"),
+        ({"context": [["T", ["s"]], [None, ["s"]]]}, "'context\\[1\\] title' must be a string, got null"),
+        ({"context": [["T", ["s", None]]]}, "'context\\[0\\] sentences\\[1\\]' must be a string, got null"),
+    ],
+)
+def test_bad_value_in_json_list_names_record_index(tmp_path, bad, message):
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps([HOTPOT_RECORD, {**HOTPOT_RECORD, **bad}]), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"hotpot\.json, record index 1: {message}"):
+        load_questions(path)
+
+
+def test_numeric_answers_are_read_as_text(tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [json.dumps({**FLASHRAG_LINE, "golden_answers": [1990, 2.5]})])
+    assert load_questions(path)[0].answers == ["1990", "2.5"]
+    path = write_lines(tmp_path / "m.jsonl", [json.dumps({**MUSIQUE_LINE, "answer": 7, "answer_aliases": ["seven"]})])
+    assert load_questions(path)[0].answers == ["7", "seven"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"id": "2", "contents": None}, "'contents' must be a string, got null"),
+        ({"id": "2", "title": "T", "text": None}, "'text' must be a string, got null"),
+        ({"id": "2", "title": None, "text": "t"}, "'title' must be a string, got null"),
+        ({"id": None, "contents": "T\ntext"}, "'id' must be a string or an integer, got null"),
+    ],
+)
+def test_bad_corpus_value_names_file_and_line(tmp_path, bad, message):
+    path = write_lines(tmp_path / "corpus.jsonl", [json.dumps({"id": "1", "contents": "T\ntext"}), json.dumps(bad)])
+    with pytest.raises(DataFormatError, match=rf"corpus\.jsonl, line 2: {message}"):
+        read_corpus(path)
+
+
+def test_null_nli_text_is_refused(tmp_path):
+    path = write_lines(tmp_path / "nli.jsonl", [json.dumps({"premise": None, "hypothesis": "h", "label": 0})])
+    with pytest.raises(DataFormatError, match=r"nli\.jsonl, line 1: 'premise' must be a string, got null"):
+        load_nli(path)
+
+
+@pytest.mark.parametrize("reader", [load_questions, read_corpus, load_nli])
+@pytest.mark.parametrize("content", ["", "\n  \n\t\n", "[]", " [ ]\n"])
+def test_file_without_records_is_an_error(tmp_path, reader, content):
+    path = tmp_path / "no_records.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"no_records\.jsonl holds no records"):
+        reader(path)
+
+
+@pytest.mark.parametrize("name", ["latin1.jsonl", "latin1.jsonl.bz2", "latin1.jsonl.gz"])
+def test_non_utf8_jsonl_names_file_and_line(tmp_path, name):
+    lines = [json.dumps(FLASHRAG_LINE).encode()] * 2 + ['{"id": "x", "question": "caf\u00e9?"}'.encode("latin-1")]
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / name
+    compress = {".bz2": bz2.compress, ".gz": gzip.compress}.get(path.suffix, bytes)
+    path.write_bytes(compress(data))
+    with pytest.raises(DataFormatError, match=rf"{name}, line 3: not UTF-8 text"):
+        load_questions(path)
+
+
+def test_non_utf8_json_list_names_line_and_byte_offset(tmp_path):
+    data = json.dumps([HOTPOT_RECORD], indent=1).encode()
+    data = data.replace(b'"Q?"', '"Qu\u00e9?"'.encode("latin-1"))
+    path = tmp_path / "hotpot.json"
+    path.write_bytes(data)
+    offset = data.index(b"\xe9")
+    line = data[:offset].count(b"\n") + 1
+    with pytest.raises(DataFormatError, match=rf"hotpot\.json, line {line} \(byte offset {offset}\): not UTF-8 text"):
+        load_questions(path)
+
+
+def test_bad_last_record_fails_at_load_time_before_any_answer(tmp_path):
+    """The runner answers `dataset.examples`, which parses the whole file first: a bad record at the very
+    end stops the run before the LLM sees one question, instead of after it answered the first batches."""
+    good = [json.dumps({**FLASHRAG_LINE, "id": f"q{i}"}) for i in range(50)]
+    write_lines(tmp_path / "split.jsonl", [*good, json.dumps({**FLASHRAG_LINE, "id": "last", "golden_answers": []})])
+    ds = QADataset(name="x", questions="split.jsonl", root=str(tmp_path))
+    with pytest.raises(DataFormatError, match=r"split\.jsonl, line 51: 'golden_answers' is empty"):
+        ds.examples
 
 
 # --- missing files and fetching -------------------------------------------------------------------

@@ -262,4 +262,5 @@ def test_limit_and_empty_file(tmp_path):
     ]
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n", encoding="utf-8")
-    assert load_questions(empty) == []
+    with pytest.raises(DataFormatError, match="holds no records"):
+        load_questions(empty)

@@ -8,18 +8,18 @@ import pytest
 import torch
 
 from hoprag.llm import HFLLM, SamplingParams
-from hoprag.llm.hf import _first
+from hoprag.llm.hf_decode import choose, first_prefix
 
 LOGITS = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
 
 
 def draws(params: SamplingParams, k: int = 400, seed: int = 0) -> list[int]:
     gen = torch.Generator().manual_seed(seed)
-    return [HFLLM._choose(LOGITS, params, gen).item() for _ in range(k)]
+    return [choose(LOGITS, params, [gen]).item() for _ in range(k)]
 
 
 def test_greedy_is_argmax():
-    assert HFLLM._choose(LOGITS, SamplingParams(), None).tolist() == [0]
+    assert choose(LOGITS, SamplingParams(), [None]).tolist() == [0]
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p():
@@ -37,10 +37,24 @@ def test_temperature_flattens_and_seed_reproduces():
     assert math.isclose(share, 0.6, abs_tol=0.05)
 
 
+def test_per_row_generators_draw_independently_of_the_other_rows():
+    """A row's draws depend only on its own generator: alone or beside another row, the same tokens."""
+    params = SamplingParams(temperature=1.0)
+    two = LOGITS.repeat(2, 1)
+
+    def row_draws(with_other: bool) -> list[int]:
+        mine, other = torch.Generator().manual_seed(7), torch.Generator().manual_seed(99)
+        if with_other:
+            return [choose(two, params, [other, mine])[1].item() for _ in range(50)]
+        return [choose(LOGITS, params, [mine]).item() for _ in range(50)]
+
+    assert row_draws(True) == row_draws(False)
+
+
 def test_first_finds_the_smallest_prefix():
-    assert _first(10, lambda k: k >= 4) == 4
-    assert _first(10, lambda k: True) == 1
-    assert _first(10, lambda k: False) == 10
+    assert first_prefix(10, lambda k: k >= 4) == 4
+    assert first_prefix(10, lambda k: True) == 1
+    assert first_prefix(10, lambda k: False) == 10
 
 
 def test_constructor_validates_and_loads_nothing():

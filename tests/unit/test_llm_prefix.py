@@ -12,7 +12,8 @@ import pytest
 from hoprag.llm import HFLLM, OpenAICompatLLM, ScriptedLLM, SamplingParams
 from hoprag.llm import vllm as vllm_backend
 from hoprag.llm.base import chat_template_flags, continues_reply
-from hoprag.llm.hf import DEFAULT_MODEL, LoadedModel
+from hoprag.llm.hf import DEFAULT_MODEL
+from hoprag.llm.hf_loading import LoadedModel
 
 USER = {"role": "user", "content": "Capital of France? Reply in JSON."}
 PREFILL = [USER, {"role": "assistant", "content": '{"answer": "'}]

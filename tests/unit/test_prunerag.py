@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import pytest
 
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm import Generation, ScriptedLLM
+from hoprag.llm.scripted import render
 from hoprag.methods import PruneRAG
 from hoprag.metrics import EvalRow, MetricSuite, exact_match, token_overlap_match
 from hoprag.retrieval import Hit, Retriever
@@ -320,14 +322,45 @@ def test_without_confidence_a_low_probability_answer_is_accepted_once():
     assert len(decision_texts(llm)) == 1
 
 
-def test_a_backend_without_logprobs_is_a_clear_error():
-    class NoLogprobs(ScriptedLLM):
-        def _generate(self, prompts, params):
-            return [[Generation(g[0].text, g[0].tokens, None)] for g in super()._generate(prompts, params)]
+class PartlyWithoutLogprobs(ScriptedLLM):
+    """Drops the log-probs of every output for a prompt that names `without` (a server giving null log-probs)."""
 
-    method = PruneRAG(NoLogprobs(rules=[(on(Q), answer_reply("x"))]), StubRetriever())
-    with pytest.raises(ValueError, match="log-probs"):
-        ask(method)
+    def __init__(self, without: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.without = without
+
+    def _generate(self, prompts, params, seeds=None):
+        outputs = super()._generate(prompts, params, seeds)
+        return [
+            [replace(g, logprobs=None) if self.without in render(p) else g for g in gens]
+            for p, gens in zip(prompts, outputs)
+        ]
+
+
+def test_an_answer_without_logprobs_is_unconfident_counted_and_retried_without_stopping_the_batch():
+    q2 = "Who founded Arthur's Magazine?"
+    rules = [
+        FINAL,
+        (on(Q), answer_reply("June 1844"), answer_logprobs("June 1844", [0.0, 0.0])),
+        (on(q2), answer_reply("Arthur"), answer_logprobs("Arthur", [0.0])),  # certain, but the log-probs are lost
+    ]
+    llm = PartlyWithoutLogprobs(q2, rules=rules, default_reply="no idea")
+    (sure, unknown), _ = ask(PruneRAG(llm, StubRetriever()), Q, q2)
+    assert sure.trace["tree"]["status"] == "answered" and sure.stats["missing_logprobs"] == 0
+    tree = unknown.trace["tree"]
+    assert (tree["status"], tree["answer"], tree["confidence"]) == ("unresolved", "", None)
+    assert tree["rejected"] == tree["missing_logprobs"] == 2  # round 1 and its retry: rejected like low confidence
+    assert unknown.stats["missing_logprobs"] == 2 and unknown.stats["answers_rejected"] == 2
+    first, retry = [t for t in decision_texts(llm) if q2 in t]
+    assert retry == first + REFLECTION
+    [final] = [t for t in final_texts(llm) if q2 in t]
+    assert f"[Doc 1] Title 1 of {q2}" in final  # an unresolved leaf keeps its passages
+    assert "2 without log-probs" in format_tree(tree)
+    assert span_confidence(Generation("x", ("x",), None), (0, 1)) is None
+
+    llm = PartlyWithoutLogprobs(q2, rules=rules, default_reply="no idea")
+    (out,), _ = ask(PruneRAG(llm, StubRetriever(), use_confidence=False), q2)
+    assert out.trace["tree"]["status"] == "answered" and out.stats["missing_logprobs"] == 0  # no confidence asked
 
 
 def test_a_round_is_one_llm_call_and_one_search_for_all_questions_of_the_batch():

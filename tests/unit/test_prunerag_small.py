@@ -175,7 +175,7 @@ def test_the_aids_are_on_by_default_and_off_in_the_faithful_and_paper_settings(c
     method = build(compose_cfg("eval", ["+method=prunerag", "llm=scripted"]))
     b = method.builder
     assert (b.prefix, b.free_text_fallback, b.lenient, b.min_children) == (PREFIX, True, True, 1)
-    assert b.retry_actions == ("decomposition", "entity") and method.aggregator.prefix == "The answer is \\boxed{"
+    assert b.retry_actions == b.actions and method.aggregator.prefix == "The answer is \\boxed{"
     for experiment in ("prunerag_faithful", "prunerag_paper"):
         cfg = compose_cfg("eval", [f"+experiment={experiment}"])
         b = build(cfg).builder if experiment == "prunerag_faithful" else None

@@ -25,6 +25,7 @@ from hoprag.retrieval import (
 )
 from hoprag.retrieval.dense import adapt_factory
 from hoprag.retrieval.embedders import _shared_model
+from hoprag.retrieval.manifest import settings_digest
 from tests.fakes import HashEmbedder
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -227,7 +228,8 @@ def test_dense_retriever_caches_by_fingerprint_embedder_and_factory(corpus, tmp_
     first = DenseRetriever(corpus=corpus, embedder=HashEmbedder(), cache_dir=str(tmp_path))
     fp = corpus_fingerprint(corpus)
     assert not first.from_cache
-    assert first.index_dir == tmp_path / "dense" / f"{fp[:16]}-hash-bow-flat"
+    identity = {**HashEmbedder().describe(), "corpus_fingerprint": fp, "factory": "Flat"}
+    assert first.index_dir == tmp_path / "dense" / f"{fp[:16]}-hash-bow-flat-{settings_digest(identity)}"
     assert (first.index_dir / "manifest.json").is_file()
 
     emb = HashEmbedder()
@@ -240,16 +242,10 @@ def test_dense_retriever_caches_by_fingerprint_embedder_and_factory(corpus, tmp_
     forced = DenseRetriever(corpus=corpus, embedder=HashEmbedder(), cache_dir=str(tmp_path), force=True)
     assert not forced.from_cache
 
-    # same name, other passage template: the cached index is refused and rebuilt
-    other = HashEmbedder(passage_template="{text}")
-    rebuilt = DenseRetriever(corpus=corpus, embedder=other, cache_dir=str(tmp_path))
-    assert not rebuilt.from_cache and other.calls
-    assert DenseRetriever(corpus=corpus, embedder=other, cache_dir=str(tmp_path)).from_cache
-
     hnsw = DenseRetriever(
         corpus=corpus, embedder=HashEmbedder(), index={"factory": "HNSW32"}, cache_dir=str(tmp_path)
     )
-    assert hnsw.index_dir.name == f"{fp[:16]}-hash-bow-hnsw32" and not hnsw.from_cache
+    assert hnsw.index_dir.name.startswith(f"{fp[:16]}-hash-bow-hnsw32-") and not hnsw.from_cache
     assert not DenseRetriever(corpus=corpus[:-1], embedder=HashEmbedder(), cache_dir=str(tmp_path)).from_cache
 
 
@@ -281,22 +277,26 @@ def test_dense_retriever_hits_calls_and_vectors(corpus, tmp_path):
     with pytest.raises(ValueError, match="duplicate"):
         DenseRetriever(corpus=[*corpus, corpus[0]], embedder=emb)
 
-    # an index cached without embeddings is rebuilt when they are asked for
+    # an index cached without embeddings is kept when they are asked for: the error names the fix
     assert DenseRetriever(corpus=corpus, embedder=emb, index=index_cfg, cache_dir=str(tmp_path)).from_cache
     index_cfg.save_embeddings = False
     DenseRetriever(corpus=corpus, embedder=emb, index=index_cfg, cache_dir=str(tmp_path), force=True)
     index_cfg.save_embeddings = True
-    rebuilt = DenseRetriever(corpus=corpus, embedder=emb, index=index_cfg, cache_dir=str(tmp_path))
+    with pytest.raises(IndexMismatchError, match="without its embeddings.*force=true"):
+        DenseRetriever(corpus=corpus, embedder=emb, index=index_cfg, cache_dir=str(tmp_path))
+    rebuilt = DenseRetriever(corpus=corpus, embedder=emb, index=index_cfg, cache_dir=str(tmp_path), force=True)
     assert not rebuilt.from_cache and rebuilt.index.embeddings is not None
 
 
 def test_bm25_retriever_caches(tmp_path):
     first = BM25Retriever(corpus=HAND, cache_dir=str(tmp_path))
-    assert not first.from_cache and first.index_dir.name.endswith("-lucene")
+    assert not first.from_cache and "-lucene-" in first.index_dir.name
     second = BM25Retriever(corpus=HAND, cache_dir=str(tmp_path))
     assert second.from_cache and second.build_seconds == first.build_seconds
-    # other settings: the cached index is refused and rebuilt
-    assert not BM25Retriever(corpus=HAND, cache_dir=str(tmp_path), k1=1.2).from_cache
+    # other settings: another directory, beside the first
+    other = BM25Retriever(corpus=HAND, cache_dir=str(tmp_path), k1=1.2)
+    assert not other.from_cache and other.index_dir != first.index_dir
+    assert BM25Retriever(corpus=HAND, cache_dir=str(tmp_path)).from_cache
     assert not BM25Retriever(corpus=HAND, cache_dir=str(tmp_path), force=True).from_cache
     hits = second.search(["drummer of Rush", "Paris France"], 2)
     assert [h[0].passage.id for h in hits] == ["a", "c"] and second.calls == 2

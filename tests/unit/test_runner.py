@@ -1,14 +1,18 @@
-"""The evaluation runner in-process: files and fields, batching, resume, overwrite, and refusals."""
+"""The evaluation runner in-process: files and fields, batching, resume, overwrite, refusals that leave the
+run directory byte for byte as it was, and metrics computed from the records alone."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 
 import pytest
 from hydra.utils import instantiate
 
 from hoprag.data import DataFormatError, QADataset
-from hoprag.evaluation.runner import build, require_method, run
+from hoprag.evaluation.fingerprint import ResumeRefused
+from hoprag.evaluation.runner import build, require_method, run, summarize
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import ChatPrompt, NoRetrieval, StandardRAG
 from hoprag.metrics import EvalRow, MetricSuite
@@ -16,7 +20,8 @@ from hoprag.retrieval import BM25Retriever
 
 N = 12
 RECORD_KEYS = {
-    "id", "method", "question", "prediction", "golds", "retrieved", "parse_failed", "scores", "cost", "stats", "trace"
+    "id", "method", "question", "prediction", "golds", "gold_titles", "gold_passages", "retrieved", "parse_failed",
+    "scores", "cost", "stats", "trace",
 }  # fmt: skip
 PROMPT = ChatPrompt("Use the passages.", "{passages}\n\nQuestion: {question}\nAnswer:")
 
@@ -51,8 +56,12 @@ def read_lines(path) -> list[dict]:
 
 
 def evaluate(method, dataset, out, **kwargs):
-    info = {"dataset": "hotpotqa"}
-    return run(method, dataset.examples, out, passage=method.retriever.get, run_info=info, **kwargs)
+    return run(method, dataset.examples, out, run_info={"dataset": "hotpotqa"}, **kwargs)
+
+
+def digests(directory) -> dict[str, str]:
+    """Every file of the run directory by content, to show a refused rerun changed nothing."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def test_run_writes_predictions_and_metrics(dataset, retriever, tmp_path):
@@ -72,7 +81,7 @@ def test_run_writes_predictions_and_metrics(dataset, retriever, tmp_path):
         assert set(record["cost"]["seconds"]) == {"answer", "retrieval"}
         assert record["trace"]["output"].startswith("Answer: ") or record["question"] == failing
     assert records[3]["parse_failed"] and records[3]["prediction"] == ""
-    assert records[0]["prediction"] == retriever.get(records[0]["retrieved"][0]).title
+    assert records[0]["prediction"] == records[0]["retrieved"][0]["title"]
 
     report = json.loads((tmp_path / "metrics.json").read_text())
     assert report["metrics"] == metrics
@@ -95,7 +104,7 @@ def test_resume_after_a_truncated_last_line_matches_an_uninterrupted_run(dataset
     out = tmp_path / "run"
     out.mkdir()
     first = rag(retriever)
-    run(first, dataset.examples[:7], out, batch_size=4, passage=retriever.get)
+    run(first, dataset.examples[:7], out, batch_size=4)
     path = out / "predictions.jsonl"
     text = path.read_text()
     path.write_text(text[: text.rindex("\n", 0, -1) + 40])  # killed while writing the 7th line
@@ -114,24 +123,124 @@ def test_resume_after_a_truncated_last_line_matches_an_uninterrupted_run(dataset
 
 
 def test_overwrite_starts_afresh(dataset, retriever, tmp_path):
-    evaluate(rag(retriever), dataset, tmp_path)
+    evaluate(rag(retriever), dataset, tmp_path, fingerprint={"method": {"k": 5}})
     again = rag(retriever)
-    evaluate(again, dataset, tmp_path, overwrite=True)
+    evaluate(again, dataset, tmp_path, overwrite=True, fingerprint={"method": {"k": 3}})
     assert asked(again) == N and len(read_lines(tmp_path / "predictions.jsonl")) == N
+    assert json.loads((tmp_path / "run_fingerprint.json").read_text()) == {"method": {"k": 3}}
 
 
 def test_the_run_directory_must_hold_this_runs_questions_and_method(dataset, retriever, tmp_path):
     evaluate(rag(retriever), dataset, tmp_path)
-    with pytest.raises(ValueError, match="2 questions that this run does not ask"):
-        run(rag(retriever), dataset.examples[:10], tmp_path, passage=retriever.get)
+    before = digests(tmp_path)
+    with pytest.raises(ResumeRefused, match="2 questions that this run does not ask"):
+        run(rag(retriever), dataset.examples[:10], tmp_path)
     closed_book = NoRetrieval(ScriptedLLM(), prompt=PROMPT)
-    with pytest.raises(ValueError, match=r"answers of \['standard_rag'\]"):
+    with pytest.raises(ResumeRefused, match=r"answers of \['standard_rag'\]"):
         run(closed_book, dataset.examples, tmp_path)
+    assert digests(tmp_path) == before
+
+
+def test_a_rerun_with_another_fingerprint_is_refused_and_changes_nothing(dataset, retriever, tmp_path):
+    evaluate(rag(retriever), dataset, tmp_path, fingerprint={"method": {"k": 5}, "llm": {"name": "a"}})
+    path = tmp_path / "predictions.jsonl"
+    text = path.read_text()
+    path.write_text(text[: text.rindex("\n", 0, -1) + 40])  # a killed run: the truncated line stays until resumed
+    before = digests(tmp_path)
+    again = rag(retriever)
+    with pytest.raises(ResumeRefused) as refused:
+        evaluate(again, dataset, tmp_path, fingerprint={"method": {"k": 3}, "llm": {"name": "a"}})
+    assert "method.k: saved 5, requested 3" in str(refused.value) and "llm" not in str(refused.value)
+    assert "overwrite=true" in str(refused.value) and "hydra.run.dir" in str(refused.value)
+    assert asked(again) == 0 and digests(tmp_path) == before
+
+    evaluate(again, dataset, tmp_path, fingerprint={"method": {"k": 5}, "llm": {"name": "a"}})  # the same: resumes
+    assert asked(again) == 1 and len(read_lines(path)) == N
+
+
+def test_predictions_without_a_fingerprint_or_of_an_older_format_are_refused(dataset, retriever, tmp_path):
+    evaluate(rag(retriever), dataset, tmp_path)  # run() without a fingerprint writes none
+    before = digests(tmp_path)
+    with pytest.raises(ResumeRefused, match="but no run_fingerprint.json"):
+        evaluate(rag(retriever), dataset, tmp_path, fingerprint={"method": {"k": 5}})
+    path = tmp_path / "predictions.jsonl"
+    older = [{k: v for k, v in r.items() if k not in ("gold_titles", "gold_passages")} for r in read_lines(path)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in older))
+    before = digests(tmp_path)
+    with pytest.raises(ResumeRefused, match="12 records of an older format"):
+        evaluate(rag(retriever), dataset, tmp_path)
+    assert digests(tmp_path) == before
+
+
+def test_a_crash_midway_keeps_the_last_metrics(dataset, retriever, tmp_path):
+    evaluate(rag(retriever), dataset, tmp_path, batch_size=4)
+    first_metrics = (tmp_path / "metrics.json").read_bytes()
+
+    class Crashing(StandardRAG):
+        def answer(self, examples, costs):
+            raise RuntimeError("the LLM server went away")
+
+    crashing = Crashing(ScriptedLLM(), retriever, prompt=PROMPT, k=5)
+    more = QADataset("hotpotqa", "hotpotqa/hotpot_dev_distractor_185.json", format="hotpotqa", limit=N + 4)
+    with pytest.raises(RuntimeError, match="went away"):
+        run(crashing, more.examples, tmp_path)  # a larger limit extends the run, then the method fails
+    assert (tmp_path / "metrics.json").read_bytes() == first_metrics
+    assert len(read_lines(tmp_path / "predictions.jsonl")) == N
+
+    metrics = run(rag(retriever), more.examples, tmp_path, batch_size=4)
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    assert report["run"]["n"] == metrics["n"] == N + 4 and report["run"]["resumed_with"] == N
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_records_carry_what_scoring_needs(dataset, retriever, tmp_path):
+    evaluate(rag(retriever), dataset, tmp_path)
+    for record, example in zip(read_lines(tmp_path / "predictions.jsonl"), dataset.examples):
+        row = EvalRow.from_example(example, record["prediction"])
+        assert record["golds"] == row.golds and record["gold_titles"] == example.supporting_titles
+        assert record["gold_passages"] == row.gold_passages and len(record["gold_passages"]) >= 2
+        passages = [retriever.get(p["id"]) for p in record["retrieved"]]
+        assert record["retrieved"] == [{"id": p.id, "title": p.title, "text": p.text} for p in passages]
+
+
+@pytest.mark.parametrize("passage_match", ["title", "token_overlap"])
+def test_metrics_come_from_the_records_alone(dataset, retriever, tmp_path, passage_match):
+    suite = MetricSuite(passage_match=passage_match)
+    reference = evaluate(rag(retriever), dataset, tmp_path, suite=suite)
+    assert reference["retrieval/passage_recall@5"] > 0 and reference["f1"] > 0
+    changed = [  # the question file changed on disk since: other golds, no supporting passages
+        dataclasses.replace(ex, answers=["zzz"], supporting_titles=[], context=[]) for ex in dataset.examples
+    ]
+    again = rag(retriever)
+    assert without_seconds(run(again, changed, tmp_path, suite=suite)) == without_seconds(reference)
+    assert asked(again) == 0
+
+
+def test_cost_aggregates_every_numeric_figure_of_the_records():
+    def record(i: int, cost: dict) -> dict:
+        return {
+            "id": str(i), "prediction": "Paris", "golds": ["paris"], "gold_titles": [], "gold_passages": [],
+            "retrieved": [], "parse_failed": False, "stats": {}, "cost": cost,
+        }  # fmt: skip
+
+    records = [
+        record(0, {"llm_calls": 2, "truncated_prompts": 1, "seconds": {"answer": 0.5}, "model": "x"}),
+        record(1, {"llm_calls": 1, "prompt_tokens_dropped": 30, "seconds": {"answer": 0.25, "retrieval": 0.25}}),
+    ]
+    metrics = summarize(records, MetricSuite())
+    assert metrics["cost/total/llm_calls"] == 3 and metrics["cost/mean/llm_calls"] == 1.5
+    assert metrics["cost/total/truncated_prompts"] == 1 and metrics["cost/mean/truncated_prompts"] == 0.5
+    assert metrics["cost/mean/prompt_tokens_dropped"] == 15 and "cost/mean/model" not in metrics
+    assert metrics["cost/total/seconds/answer"] == 0.75 and metrics["cost/mean/seconds/total"] == 0.5
+    assert metrics["em"] == 100.0 and metrics["n"] == 2
 
 
 def test_duplicate_question_ids_are_an_error(dataset, retriever, tmp_path):
+    evaluate(rag(retriever), dataset, tmp_path)
+    before = digests(tmp_path)
     with pytest.raises(ValueError, match="1 duplicate question ids"):
-        run(rag(retriever), [*dataset.examples[:3], dataset.examples[0]], tmp_path)
+        run(rag(retriever), [*dataset.examples[:3], dataset.examples[0]], tmp_path, overwrite=True)
+    assert digests(tmp_path) == before
 
 
 @pytest.mark.parametrize(
@@ -147,7 +256,7 @@ def test_damage_other_than_a_truncated_last_line_is_an_error(dataset, retriever,
         evaluate(rag(retriever), dataset, tmp_path)
 
 
-def test_no_retrieval_needs_no_passage_lookup(dataset, tmp_path):
+def test_no_retrieval_reports_no_retrieval_metrics(dataset, tmp_path):
     method = NoRetrieval(ScriptedLLM(default_reply="yes"), prompt=ChatPrompt("Be brief.", "{question}"))
     metrics = run(method, dataset.examples, tmp_path)
     assert "retrieval/passage_recall" not in metrics and metrics["cost/mean/retrieval_calls"] == 0
@@ -156,11 +265,13 @@ def test_no_retrieval_needs_no_passage_lookup(dataset, tmp_path):
 def test_build_makes_a_retriever_only_for_methods_that_need_one(compose_cfg):
     base = ["llm=scripted", "limit=3", "retriever=bm25"]
     cfg = compose_cfg("eval", ["+method=no_retrieval", *base, "retriever._target_=no.such.Retriever"])
-    dataset, method = build(cfg)
+    dataset = instantiate(cfg.data)
+    method = build(cfg, dataset)
     assert isinstance(method, NoRetrieval) and method.retriever is None and len(dataset) == 3
 
     cfg = compose_cfg("eval", ["+method=standard_rag", *base])
-    dataset, method = build(cfg)
+    dataset = instantiate(cfg.data)
+    method = build(cfg, dataset)
     assert isinstance(method.retriever, BM25Retriever) and method.retriever.passages == dataset.corpus()
     assert isinstance(method.llm, ScriptedLLM) and method.k == 5
     assert instantiate(cfg.metrics) == MetricSuite(ks=[5])
@@ -184,3 +295,14 @@ def test_method_stats_are_recorded_and_averaged_over_the_questions_reporting_the
     lines = read_lines(tmp_path / "predictions.jsonl")
     assert [line["stats"] for line in lines] == [{"nodes": 1}, {}, {"nodes": 3}, {}]
     assert metrics["method/nodes"] == 2.0
+
+
+def test_the_methods_run_info_goes_into_metrics_json(dataset, tmp_path):
+    class Qualified(NoRetrieval):
+        def run_info(self):
+            return {"token_count": "exact", "verifier": "scripted"}
+
+    closed_book = Qualified(ScriptedLLM(default_reply="Answer: x"), prompt=ChatPrompt("Answer.", "{question}"))
+    run(closed_book, dataset.examples[:2], tmp_path)
+    report = json.loads((tmp_path / "metrics.json").read_text())["run"]
+    assert report["token_count"] == "exact" and report["verifier"] == "scripted" and report["method"] == "no_retrieval"

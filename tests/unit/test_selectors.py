@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation.cost import Cost
 from hoprag.llm import ScriptedLLM
+from hoprag.llm.prompts import PassageFormat
 from hoprag.llm.scripted import render
 from hoprag.methods import ChatPrompt, MMRRAG, SCRAGSelect, TopKRAG, get
 from hoprag.retrieval import BM25Retriever, DenseRetriever, FusionRetriever
@@ -195,12 +196,33 @@ def test_token_counters():
     p = Passage("x", "Title", "one two three four five six seven eight nine ten")
     assert words_x13(p.text) == 13 and words_x13("") == 1
     assert TokenCounter("words")([p]).tolist() == [13]
-    assert TokenCounter("tokenizer", tokenizer=CharTokenizer())([p]).tolist() == [len("Title\n" + p.text)]
-    counter = TokenCounter("tokenizer")
-    counter.bind(ScriptedLLM())  # no tokenizer: the documented fallback
-    assert counter([p]).tolist() == [13] and counter.effective_mode == "words"
+    assert TokenCounter("tokenizer", tokenizer=CharTokenizer())([p]).tolist() == [len("[1] Title\n" + p.text + "\n\n")]
     with pytest.raises(ValueError):
         TokenCounter("bytes")
+
+
+def test_token_costs_are_counted_by_the_llm_on_the_passage_as_prompted():
+    """Costs are the generator's tokens of the passage exactly as the prompt writes it (template, rank,
+    separator); no silent 1.3 x words fallback; the mode is described for the run record."""
+    p = Passage("x", "Title", "one two three four five six seven eight nine ten")
+    counter = TokenCounter("tokenizer")
+    with pytest.raises(RuntimeError, match="bind"):
+        counter([p])
+    counter.bind(ScriptedLLM(), PassageFormat("[doc_id={rank}] title={title}\n{text}", "\n---\n"))
+    # ScriptedLLM counts whitespace words: "[doc_id=1]", "title=Title", 10 words, "---"
+    assert counter([p]).tolist() == [13]
+    assert counter.describe().startswith("words (scripted) on '[doc_id={rank}]")
+    assert TokenCounter("words").describe() == "words x 1.3 (official)"
+
+
+def test_a_backend_that_cannot_count_tokens_fails_with_the_fix_named():
+    from hoprag.llm import OpenAICompatLLM
+    from hoprag.llm.openai_compat import LLMError
+
+    counter = TokenCounter("tokenizer")
+    counter.bind(OpenAICompatLLM(model="m"))
+    with pytest.raises(LLMError, match="llm.tokenizer"):
+        counter([Passage("x", "T", "text")])
 
 
 # --- selectors -----------------------------------------------------------------------------------

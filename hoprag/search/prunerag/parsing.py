@@ -184,15 +184,13 @@ def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def span_confidence(generation: Generation, span: tuple[int, int] | None, mean: bool = True) -> float:
+def span_confidence(generation: Generation, span: tuple[int, int] | None, mean: bool = True) -> float | None:
     """exp(mean log-prob) of the tokens overlapping `span` (paper eq. 4); exp(sum) when `mean` is False
     (the w/o Ent. script's joint probability). 0 when the span is missing or covers no token (as the code).
-    """
+    None when the backend gave no log-probs for this generation: the confidence is unknown, and the caller
+    decides what unknown means (PruneRAG: unconfident, see `PruneTreeBuilder`)."""
     if generation.logprobs is None:
-        raise ValueError(
-            "PruneRAG's answer confidence needs token log-probs, and this LLM backend returned none "
-            "(use a backend with log-probs, or method.use_confidence=false)"
-        )
+        return None
     if span is None:
         return 0.0
     s, e = span

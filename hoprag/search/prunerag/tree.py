@@ -36,9 +36,10 @@ class Node:
     answer: str = ""
     confidence: float | None = None
     last_action: str | None = None  # the type of the latest parsed decision
-    rejected: int = 0  # answers rejected for low confidence (each one costs a retry round)
+    rejected: int = 0  # answers rejected for low (or unknown) confidence (each one costs a retry round)
     fallbacks: int = 0  # free-text replies read as answer attempts (`parsing.free_text_answer`)
     repairs: int = 0  # decisions salvaged from broken or cut-off JSON (lenient parsing)
+    missing_logprobs: int = 0  # answers whose output came without log-probs: confidence unknown, rejected
     outputs: list[str] = field(default_factory=list)  # raw decision outputs, in order
     error: str = ""  # why the latest decision output did not parse
     children: list[Node] = field(default_factory=list)
@@ -77,6 +78,7 @@ class Node:
             "rejected": self.rejected,
             "fallbacks": self.fallbacks,
             "repairs": self.repairs,
+            "missing_logprobs": self.missing_logprobs,
             "passages": [p.id for p in self.passages],
             "titles": [p.title for p in self.passages],
             "outputs": list(self.outputs),
@@ -100,6 +102,7 @@ def tree_stats(root: Node) -> dict[str, float]:
         "expanded": float(len(nodes) > 1),
         "answers_accepted": sum(n.status == ANSWERED for n in queries),
         "answers_rejected": sum(n.rejected for n in queries),
+        "missing_logprobs": sum(n.missing_logprobs for n in queries),
         "root_answered": float(root.status == ANSWERED),
     }
 
@@ -114,9 +117,10 @@ def format_tree(tree: Mapping[str, Any], width: int = 110, outputs: bool = False
     def add(node: Mapping[str, Any], prefix: str, last: bool, top: bool) -> None:
         branch = "" if top else ("└─ " if last else "├─ ")
         tag = "E" if node["kind"] == ENTITY else "Q"
-        # small-model fallbacks are flagged inside the tag, where a long query cannot cut them off
-        flags = "".join(f", {node[k]} {name}" for k, name in (("fallbacks", "free-text"), ("repairs", "repaired"))
-                        if node.get(k))  # fmt: skip
+        # small-model fallbacks and answers without log-probs are flagged inside the tag, where a long query
+        # cannot cut them off
+        named = (("fallbacks", "free-text"), ("repairs", "repaired"), ("missing_logprobs", "without log-probs"))
+        flags = "".join(f", {node[k]} {name}" for k, name in named if node.get(k))
         head = f"{prefix}{branch}[{tag}{node['depth']} {node['status']}{flags}] {node['query']}"
         if node["answer"]:
             head += f"  => {node['answer']!r}"

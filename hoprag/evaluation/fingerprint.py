@@ -1,0 +1,168 @@
+"""Run fingerprints: the resolved settings a run directory was started with, so a rerun cannot mix settings.
+
+`eval.py` and `train.py` write `run_fingerprint.json` into the run directory when a run starts afresh. A rerun
+in the same directory recomputes it and is refused, before anything there is modified, when any
+fingerprinted key differs; the error lists every differing dotted key with its saved and requested value.
+
+What is fingerprinted is the resolved config with the run-control keys removed: keys that change where
+things are written or cached, how fast or in what batches they run, or how many questions are asked, but
+not the answers (`RUN_CONTROL`, matched by `fnmatch` on dotted keys, so `*.cache_dir` covers every depth).
+Data files enter by content (sha256), not by path, so the same files under another data root match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from hoprag.data.fetch import ensure_file
+from hoprag.paths import data_root
+
+FINGERPRINT = "run_fingerprint.json"
+ABSENT = "<absent>"
+
+# eval.py: the sections that decide a run's answers (`embedder` and `index` enter resolved, wherever the
+# retriever or the method use them); `retriever` only for methods that use one.
+EVAL_SECTIONS = ("method", "data", "llm", "retriever", "metrics")
+RUN_CONTROL = (
+    "*.cache_dir", "*.generation_cache", "*.index_dir", "*.force", "*.device", "*.threads", "*.batch_size",
+    "*.use_gpu", "*.delay", "data.root", "data.limit",
+    "llm.base_url", "llm.api_key", "llm.timeout", "llm.max_retries", "llm.backoff", "llm.max_backoff",
+    "llm.concurrency",
+)  # fmt: skip
+DATA_FILES = ("questions", "corpus")
+
+
+class ResumeRefused(ValueError):
+    """A rerun whose settings differ from those the run directory was started with."""
+
+
+def select(cfg: DictConfig, sections: Iterable[str], ignored: Iterable[str]) -> dict[str, Any]:
+    """The resolved `sections` of `cfg` (as JSON would store them) without the keys matching `ignored`."""
+    ignored = tuple(ignored)
+
+    def prune(node: Any, prefix: str) -> Any:
+        if not isinstance(node, dict):
+            return node
+        return {
+            k: prune(v, f"{prefix}{k}.")
+            for k, v in node.items()
+            if not any(fnmatch(f"{prefix}{k}", pattern) for pattern in ignored)
+        }
+
+    resolved = {key: _resolved(cfg[key]) for key in sections if key in cfg}
+    return json.loads(json.dumps({key: prune(value, f"{key}.") for key, value in resolved.items()}))
+
+
+def _resolved(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def eval_fingerprint(cfg: DictConfig) -> dict[str, Any]:
+    """What decides an evaluation's answers: method, data (with its files' content hashes), LLM, retriever
+    (when the method uses one) and the metric suite."""
+    sections = [s for s in EVAL_SECTIONS if s != "retriever" or get_class(cfg.method._target_).needs_retriever]
+    fingerprint = select(cfg, sections, RUN_CONTROL)
+    root = data_root(cfg.data.get("root"))
+    for key in DATA_FILES:
+        name = OmegaConf.select(cfg, f"data.{key}", throw_on_missing=True)
+        if name is not None:
+            fingerprint["data"][key] = {"sha256": sha256(ensure_file(name, root))}
+    return fingerprint
+
+
+def sha256(path: str | os.PathLike) -> str:
+    """The file's content hash, read in 1 MiB chunks (a large corpus never sits in memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def diff(saved: Any, requested: Any, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two nested dicts (a key missing on one side included);
+    lists and other values are compared whole."""
+    if not (isinstance(saved, Mapping) and isinstance(requested, Mapping)):
+        return [] if saved == requested else [prefix.rstrip(".") or "<root>"]
+    keys = [*saved, *(k for k in requested if k not in saved)]
+    return [
+        key
+        for k in keys
+        for key in diff(saved.get(k, ABSENT), requested.get(k, ABSENT), f"{prefix}{k}.")
+    ]
+
+
+def _lookup(tree: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return ABSENT
+        node = node[part]
+    return node
+
+
+def load(directory: str | os.PathLike) -> dict[str, Any] | None:
+    path = Path(directory) / FINGERPRINT
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save(directory: str | os.PathLike, fingerprint: Mapping[str, Any]) -> None:
+    """Written atomically: a killed start never leaves half a fingerprint."""
+    path = Path(directory) / FINGERPRINT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(fingerprint, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def refuse_changed(directory: str | os.PathLike, fingerprint: Mapping[str, Any], what: str, remedy: str) -> None:
+    """Raise `ResumeRefused` unless `directory`'s saved fingerprint equals `fingerprint`.
+
+    Called only when the directory holds something to resume (`what`: "predictions and metrics",
+    "checkpoints"); `remedy` names the way to start afresh there.
+    """
+    saved = load(directory)
+    ways_out = f"Use another run directory (hydra.run.dir=...) to keep both, or {remedy}."
+    if saved is None:
+        raise ResumeRefused(
+            f"{directory} holds {what} but no {FINGERPRINT} (an older run's), so the settings that made them "
+            f"cannot be checked. {ways_out}"
+        )
+    keys = diff(saved, fingerprint)
+    if keys:
+        lines = "\n".join(
+            f"  {key}: saved {_short(_lookup(saved, key))}, requested {_short(_lookup(fingerprint, key))}"
+            for key in keys
+        )
+        raise ResumeRefused(
+            f"{directory} was started with other settings than this rerun's ({len(keys)} differing keys); "
+            f"refusing to resume it, its {what} are left as they are:\n{lines}\n{ways_out}"
+        )
+
+
+def _short(value: Any, width: int = 100) -> str:
+    text = value if value == ABSENT else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def save_hydra_files(directory: str | os.PathLike, cfg: DictConfig) -> None:
+    """Hydra's `.hydra/` files (config, hydra, overrides), written by the entry point once the resume check
+    has passed (the configs set `hydra.output_subdir: null`, so a refused rerun does not rewrite them)."""
+    if not HydraConfig.initialized():  # composed in a test, not launched by @hydra.main
+        return
+    hydra_dir = Path(directory) / ".hydra"
+    hydra_dir.mkdir(parents=True, exist_ok=True)
+    hydra_cfg = HydraConfig.get()
+    OmegaConf.save(cfg, hydra_dir / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), hydra_dir / "hydra.yaml")
+    OmegaConf.save(hydra_cfg.overrides.task, hydra_dir / "overrides.yaml")

@@ -1,0 +1,98 @@
+"""Loading a transformers causal LM once per process: GGUF files converted once (`hoprag.llm.gguf`), weights
+shared by every backend object naming the same model, dtype and device."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hoprag.utils.bundled import resolve_model_ref
+from hoprag.utils.device import resolve_device
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16", "half": "float16", "auto": "auto"}
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    source: str  # what from_pretrained read: a folder or hub id
+    device: str
+    seconds: float  # wall time of this load (conversion included when it happened)
+
+
+_MODELS: dict[Hashable, LoadedModel] = {}
+_LOCK = threading.Lock()
+
+
+def load_causal_lm(
+    model: str,
+    dtype: str = "float32",
+    device: str = "auto",
+    cache_dir: str | None = None,
+    convert_gguf: bool = True,
+    trust_remote_code: bool = False,
+    shared: bool = True,
+) -> LoadedModel:
+    """Model and tokenizer for `model`, from the process-wide cache when `shared` (the default)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; one of {sorted(DTYPES)}")
+    ref, device = resolve_model_ref(model), resolve_device(device)
+    key = (ref, DTYPES[dtype], device, convert_gguf, trust_remote_code)
+    if not shared:
+        return _load(ref, DTYPES[dtype], device, cache_dir, convert_gguf, trust_remote_code)
+    with _LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = _load(ref, DTYPES[dtype], device, cache_dir, convert_gguf, trust_remote_code)
+        return _MODELS[key]
+
+
+def loaded_models() -> dict[Hashable, LoadedModel]:
+    """The models loaded in this process so far (a copy), by (model, dtype, device, conversion, trust)."""
+    with _LOCK:
+        return dict(_MODELS)
+
+
+def clear_model_cache() -> None:
+    """Forget the process-wide models (the next use loads again)."""
+    with _LOCK:
+        _MODELS.clear()
+
+
+def _load(ref: str, dtype: str, device: str, cache_dir: str | None, convert: bool, trust: bool) -> LoadedModel:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.perf_counter()
+    source, gguf_kw = ref, {}
+    if ref.lower().endswith(".gguf"):
+        if convert:
+            from hoprag.llm.gguf import converted_gguf
+
+            source = str(converted_gguf(ref, cache_dir))
+        else:
+            source, gguf_kw = str(Path(ref).parent), {"gguf_file": Path(ref).name}
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    log.info("loading LLM %s (%s, %s)", source, dtype, device)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust, **gguf_kw)
+    kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust, **gguf_kw}
+    if device != "cpu":
+        kwargs["device_map"] = device
+    lm = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if device == "cpu":
+        lm = lm.to("cpu")
+    lm.eval()
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    seconds = time.perf_counter() - started
+    log.info("loaded %s in %.1f s", source, seconds)
+    return LoadedModel(lm, tokenizer, source, device, seconds)
