@@ -14,26 +14,28 @@ afresh. Returns `optimized_metric` (default f1) for sweepers.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import check_config, register_resolvers
+from hoprag.data import QADataset
 from hoprag.evaluation.fingerprint import eval_fingerprint, save_hydra_files
 from hoprag.evaluation.predictions import PredictionFile
-from hoprag.evaluation.runner import (
-    PREDICTIONS,
-    build,
-    format_summary,
-    method_name,
-    refuse_mixing,
-    require_method,
-    run,
-)
+from hoprag.evaluation.runner import PREDICTIONS, build, format_summary, method_name, refuse_mixing, require_method, run
 from hoprag.utils.loggers import log_run
 
 register_resolvers()
+
+
+def question_info(dataset: QADataset) -> dict[str, Any]:
+    """The run's question set as metrics.json records it: the dataset, and a random sample's seed and ids."""
+    info: dict[str, Any] = {"dataset": dataset.name}
+    if dataset.sample is not None:
+        info["sample"] = {"n": dataset.sample, "seed": dataset.seed, "ids": [ex.id for ex in dataset.examples]}
+    return info
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
@@ -53,7 +55,7 @@ def main(cfg: DictConfig) -> float:
         batch_size=cfg.batch_size,
         overwrite=cfg.overwrite,
         suite=instantiate(cfg.metrics),
-        run_info={"dataset": dataset.name},
+        run_info=question_info(dataset),
         fingerprint=fingerprint,
     )
     print(format_summary(output_dir, show=cfg.show))

@@ -25,6 +25,7 @@ class Rule(NamedTuple):
 NUMBER_RULES: tuple[Rule, ...] = (
     Rule(r"batch_size", 1, False, "items per batch"),
     Rule(r"limit", 0, True, "questions to keep; null: all"),
+    Rule(r"sample", 1, True, "questions to draw at random; null: all"),
     Rule(r"k|[a-z0-9_]+_k", 1, False, "passages or candidates to take"),
     Rule(r"ks", 1, False, "cut-offs of the retrieval metrics"),
     Rule(r"simulations", 1, False, "search simulations"),

@@ -32,8 +32,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hoprag.cost import Cost  # noqa: E402
 from hoprag.data import QADataset, QAExample, pool_corpus  # noqa: E402
-from hoprag.evaluation.cost import Cost  # noqa: E402
 from hoprag.llm import ScriptedLLM  # noqa: E402
 from hoprag.methods import ChatPrompt, IterRetGen, Method, PruneRAG  # noqa: E402
 from hoprag.retrieval import BM25Retriever  # noqa: E402

@@ -16,7 +16,11 @@ CONF = PROJECT_ROOT / "conf"
 
 
 # generic configs leave their files to the command line: a bundled FlashRAG pair fills them
-MANDATORY = {"flashrag": ["data.questions=bamboogle/test.jsonl", "data.corpus=bamboogle/wiki18_passages.jsonl"]}
+MANDATORY = {
+    "flashrag": ["data.questions=bamboogle/test.jsonl", "data.corpus=bamboogle/wiki18_passages.jsonl"],
+    # not among the bundled samples: the hand-written official-format fixture, all three query types
+    "multihop_rag": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}", "data.types=null"],
+}
 
 
 def group(name: str) -> list[str]:

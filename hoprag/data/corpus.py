@@ -52,7 +52,12 @@ def unquote_title(title: str) -> str:
 
 
 def _corpus_passage(record: dict[str, Any], unquote: bool) -> Passage:
-    # FlashRAG's own fallbacks: `contents` = "title\ntext", else `title` + `text`, else `text` alone.
+    # FlashRAG's own fallbacks: `contents` = "title\ntext", else `title` + `text`, else `text` alone;
+    # a MultiHop-RAG article (`title`, `source`, `body`) is one passage of its own layout.
+    if "body" in record and "source" in record:
+        from hoprag.data.multihop_rag import article_passage
+
+        return article_passage(record)
     if "contents" in record:
         title, _, text = check.text(record["contents"], "contents").partition("\n")
     elif "title" in record:

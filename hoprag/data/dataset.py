@@ -12,7 +12,8 @@ Files are loaded on first use, so building the config tree stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -27,10 +28,12 @@ class QADataset:
     """Questions (`.examples`) and corpus (`.corpus()`) of one dataset split.
 
     `questions` / `corpus` are paths relative to the data root (or absolute); `corpus=None` pools the
-    questions' own context passages into a closed corpus (TreeHop / HippoRAG setting). `limit` keeps
-    the first N questions in file order (no shuffling, so subsets are nested and reproducible). The closed
-    corpus always pools every question of the file, so `limit` changes which questions are asked, not
-    how hard retrieval is.
+    questions' own context passages into a closed corpus (TreeHop / HippoRAG setting). `types` keeps the
+    questions of those types only (e.g. MultiHop-RAG's `inference_query`, as TreeHop evaluates). `limit` keeps
+    the first N questions in file order (no shuffling, so subsets are nested and reproducible); `sample`
+    then draws N of them at random with `seed` (as PruneRAG and TreeRare evaluate 500 random questions),
+    kept in file order. The closed corpus always pools every question of the file, so `limit` and
+    `sample` change which questions are asked, not how hard retrieval is.
     """
 
     def __init__(
@@ -41,6 +44,9 @@ class QADataset:
         corpus: str | None = None,
         root: str | None = None,
         limit: int | None = None,
+        sample: int | None = None,
+        seed: int = 0,
+        types: Sequence[str] | None = None,
     ) -> None:
         self.name = name
         self.questions = questions
@@ -48,20 +54,33 @@ class QADataset:
         self.corpus_path = corpus
         self.root: Path = data_root(root)
         self.limit = limit
+        self.sample = sample
+        self.seed = seed
+        self.types = None if types is None else set(types)
         self._corpus: list[Passage] | None = None
 
     def _load(self, limit: int | None) -> list[QAExample]:
         path = ensure_file(self.questions, self.root)
-        return load_questions(path, format=self.format, dataset=self.name, limit=limit)
+        if self.types is None:
+            return load_questions(path, format=self.format, dataset=self.name, limit=limit)
+        kept = [ex for ex in load_questions(path, format=self.format, dataset=self.name) if ex.type in self.types]
+        return kept[:limit]
 
     @cached_property
     def examples(self) -> list[QAExample]:
-        return self._load(self.limit)
+        examples = self._load(self.limit)
+        if self.sample is None:
+            return examples
+        if not 1 <= self.sample <= len(examples):
+            raise ValueError(f"data.sample={self.sample}: {self.questions} has {len(examples)} questions to draw from")
+        drawn = sorted(random.Random(self.seed).sample(range(len(examples)), self.sample))
+        return [examples[i] for i in drawn]
 
     def corpus(self) -> list[Passage]:
         if self._corpus is None:
             if self.corpus_path is None:
-                self._corpus = pool_corpus(self.examples if self.limit is None else self._load(None))
+                whole = self.limit is None and self.sample is None
+                self._corpus = pool_corpus(self.examples if whole else self._load(None))
             else:
                 self._corpus = read_corpus(ensure_file(self.corpus_path, self.root))
         return self._corpus

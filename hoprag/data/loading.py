@@ -16,6 +16,7 @@ from typing import Any
 from hoprag.data.crag import parse_crag
 from hoprag.data.flashrag import parse_flashrag
 from hoprag.data.hotpotqa import parse_hotpotqa
+from hoprag.data.multihop_rag import parse_multihop_rag
 from hoprag.data.musique import parse_musique
 from hoprag.data.records import DataFormatError, iter_records, parse_records
 from hoprag.data.twowiki import parse_2wiki
@@ -27,6 +28,7 @@ FORMATS: dict[str, Callable[[dict[str, Any]], QAExample]] = {
     "musique": parse_musique,
     "flashrag": parse_flashrag,
     "crag": parse_crag,
+    "multihop_rag": parse_multihop_rag,
 }
 
 
@@ -36,6 +38,8 @@ def detect_format(record: dict[str, Any]) -> str | None:
         return "crag"
     if "golden_answers" in record:
         return "flashrag"
+    if "evidence_list" in record and "query" in record:
+        return "multihop_rag"
     if "paragraphs" in record and "question_decomposition" in record:
         return "musique"
     if "evidences" in record or "entity_ids" in record:

@@ -22,14 +22,14 @@ TWOWIKI_KEYS = (
 )
 
 
-def _norm(text: str) -> str:
+def normalize_title(text: str) -> str:
     """Case-, accent- and punctuation-insensitive form ("Bohème" == "Boheme")."""
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
     return " ".join(re.sub(r"\W+", " ", text).split())
 
 
-def _base(title: str) -> str:
+def base_title(title: str) -> str:
     """Title without its Wikipedia disambiguation suffix: "Get Low (… song)" → "Get Low"."""
     return re.sub(r"\s*\([^()]*\)$", "", title)
 
@@ -43,13 +43,13 @@ def match_title(subject: str, titles: list[str], gold: list[str]) -> str | None:
     for pool in (gold, titles):
         if subject in pool:
             return subject
-    key = _norm(subject)
+    key = normalize_title(subject)
     for pool in (gold, titles):
         for title in pool:
-            if key in (_norm(title), _norm(_base(title))):
+            if key in (normalize_title(title), normalize_title(base_title(title))):
                 return title
     words = set(key.split())
-    fits = [t for t in gold if (w := set(_norm(_base(t)).split())) and (w <= words or words <= w)]
+    fits = [t for t in gold if (w := set(normalize_title(base_title(t)).split())) and (w <= words or words <= w)]
     return fits[0] if len(fits) == 1 else None
 
 

@@ -12,11 +12,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Passage:
-    """A retrievable unit: FlashRAG's corpus record `{id, contents="title\\ntext"}` split in two."""
+    """A unit of evidence: FlashRAG's corpus record `{id, contents="title\\ntext"}` split in two, or any
+    other evidence a method reads (a question's own web page, a knowledge-graph fact, a table row), with
+    `origin` naming where it came from ("" for the retrieval corpus)."""
 
     id: str
     title: str
     text: str
+    origin: str = ""
 
     @property
     def contents(self) -> str:

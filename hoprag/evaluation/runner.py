@@ -27,10 +27,10 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from hoprag.cost import Cost
 from hoprag.data.dataset import QADataset
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation import fingerprint as fp
-from hoprag.evaluation.cost import Cost
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
@@ -156,7 +156,7 @@ def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, s
         "golds": list(row.golds),
         "gold_titles": list(row.gold_titles),
         "gold_passages": list(row.gold_passages),
-        "retrieved": [{"id": p.id, "title": p.title, "text": p.text} for p in row.retrieved],
+        "retrieved": [_evidence(p) for p in row.retrieved],
         "parse_failed": output.parse_failed,
         "scores": suite.answer_scores(row),
         "cost": cost.to_dict(),
@@ -165,11 +165,19 @@ def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, s
     }
 
 
+def _evidence(passage: Passage) -> dict[str, str]:
+    """A read passage as the record keeps it: enough to score it without looking anything up again."""
+    record = {"id": passage.id, "title": passage.title, "text": passage.text}
+    if passage.origin:
+        record["origin"] = passage.origin
+    return record
+
+
 def _row(record: Mapping[str, Any]) -> EvalRow:
     return EvalRow(
         prediction=record["prediction"],
         golds=record["golds"],
-        retrieved=[Passage(p["id"], p["title"], p["text"]) for p in record["retrieved"]],
+        retrieved=[Passage(p["id"], p["title"], p["text"], p.get("origin", "")) for p in record["retrieved"]],
         gold_titles=record["gold_titles"],
         gold_passages=record["gold_passages"],
     )

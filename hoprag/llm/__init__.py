@@ -8,9 +8,9 @@ its model.
 """
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, Usage, cut_at_stop
-from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.hf import HFLLM
 from hoprag.llm.openai_compat import LLMConnectionError, LLMError, LLMRequestError, OpenAICompatLLM
+from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.llm.vllm import VLLMLLM
 

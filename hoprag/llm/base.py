@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hoprag.evaluation.cost import Cost, charge_evenly
+from hoprag.cost import Cost, charge_evenly
 from hoprag.llm.prompts import (
     ContextPrompt,
     Fit,
@@ -28,7 +28,7 @@ from hoprag.llm.prompts import (
 )
 
 __all__ = ["LLM", "Generation", "Message", "Prompt", "SamplingParams", "Usage", "chat_template_flags",
-           "continues_reply", "cut_at_stop"]
+           "continues_reply", "covering_tokens", "cut_at_stop"]
 
 
 @dataclass(frozen=True)
@@ -235,3 +235,15 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     """`text` up to the earliest stop string, and whether one was found."""
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def covering_tokens(tokens: list[str], length: int) -> int:
+    """How many leading tokens it takes to cover `length` characters of text (a straddling token counts)."""
+    if length == 0:
+        return 0
+    covered = 0
+    for k, token in enumerate(tokens, 1):
+        covered += len(token)
+        if covered >= length:
+            return k
+    return len(tokens)

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, cut_at_stop
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, covering_tokens, cut_at_stop
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ class OpenAICompatLLM(LLM):
             generated.append(len(tokens or ()))
             kept, stopped = cut_at_stop(text, params.stop)
             if tokens is not None:
-                keep = _covering(tokens, len(kept))
+                keep = covering_tokens(tokens, len(kept))
                 tokens, logprobs = tokens[:keep], None if logprobs is None else logprobs[:keep]
             finish = "length" if choice.get("finish_reason") == "length" and not stopped else "stop"
             parsed.append((kept, tokens, logprobs, finish))
@@ -298,18 +298,6 @@ def _choice_logprobs(data: Any) -> tuple[list[str] | None, list[float] | None]:
     if any(lp is None for lp in lps):  # unknown stays unknown: no token's log-prob is made up
         return tokens, None
     return tokens, [float(lp) for lp in lps]
-
-
-def _covering(tokens: list[str], length: int) -> int:
-    """How many leading tokens it takes to cover `length` characters of text (a straddling token counts)."""
-    if length == 0:
-        return 0
-    covered = 0
-    for k, token in enumerate(tokens, 1):
-        covered += len(token)
-        if covered >= length:
-            return k
-    return len(tokens)
 
 
 def _split(total: int, weights: list[int]) -> list[int]:

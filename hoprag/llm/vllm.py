@@ -17,8 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
-from hoprag.llm.openai_compat import _covering
+from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, covering_tokens, cut_at_stop
 from hoprag.utils.bundled import resolve_model_ref
 
 _ENGINES: dict[Hashable, Any] = {}
@@ -148,7 +147,7 @@ class VLLMLLM(LLM):
                 logprobs = [float(e.logprob) for e in entries]
             else:
                 tokens = [self._token_text(None, t) for t in ids]
-            keep = _covering(tokens, len(kept))
+            keep = covering_tokens(tokens, len(kept))
             finish = "length" if completion.finish_reason == "length" and not stopped else "stop"
             gens.append(
                 Generation(

@@ -1,8 +1,8 @@
-"""QA methods: one class per file, registered by name, built from `conf/method/<name>.yaml`."""
+"""QA methods: one class per file, each built from `conf/method/<name>.yaml` (its `_target_`)."""
 
-from hoprag.methods.answer_extraction import AnswerExtractor, Extraction
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import Method, MethodOutput, get, names, register
+from hoprag.methods.answer_extraction import AnswerExtractor, Extraction
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.methods.iter_retgen import IterRetGen
 from hoprag.methods.mmr_rag import MMRRAG
 from hoprag.methods.no_retrieval import NoRetrieval
@@ -30,7 +30,4 @@ __all__ = [
     "StandardRAG",
     "TopKRAG",
     "TreeHopMethod",
-    "get",
-    "names",
-    "register",
 ]

@@ -1,25 +1,25 @@
-"""The method interface, its output record, and the registry that maps config names to method classes.
+"""The method interface and its output record.
 
-A method answers a batch of questions at once (so LLM and retrieval calls are batched across questions)
-and charges what each question cost to that question's `Cost` record. It is built with its components
+Hydra's `_target_` is the one registry: `conf/method/<name>.yaml` builds the class whose `name` is
+`<name>` (a test checks they agree), and the runner records answers under that name. A method answers a
+batch of questions at once (so LLM and retrieval calls are batched across questions) and charges what each
+question cost to that question's `Cost` record. It is built with its components
 as constructor arguments: the runner passes `llm=` (and `retriever=` when `needs_retriever`) to the
 `_partial_` object Hydra makes from `conf/method/<name>.yaml`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ContextPrompt, Prompt
 from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
-
-_REGISTRY: dict[str, type[Method]] = {}
 
 
 @dataclass
@@ -78,26 +78,3 @@ class Method:
             trace = {"output": generation.text, "mean_logprob": generation.mean_logprob}
             outputs.append(MethodOutput(extraction.answer, list(passages), trace, extraction.failed))
         return outputs
-
-
-def register(name: str) -> Callable[[type[Method]], type[Method]]:
-    """Class decorator: make a method available as `get(name)` (and name it)."""
-
-    def add(cls: type[Method]) -> type[Method]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"method name {name!r} is already registered by {_REGISTRY[name].__qualname__}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return add
-
-
-def get(name: str) -> type[Method]:
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown method {name!r}; registered: {', '.join(names())}")
-    return _REGISTRY[name]
-
-
-def names() -> list[str]:
-    return sorted(_REGISTRY)

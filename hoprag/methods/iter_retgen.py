@@ -14,18 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import MethodOutput, register
+from hoprag.methods.base import MethodOutput
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.retrieval.retrievers import Retriever
 
 
-@register("iter_retgen")
 class IterRetGen(StandardRAG):
     """`prompt` and `passage_template` as for standard RAG; `rounds` retrieval-generation rounds."""
+
+    name = "iter_retgen"
 
     def __init__(
         self, llm: LLM, retriever: Retriever, prompt: ChatPrompt, rounds: int = 3, k: int = 5, **kwargs: Any

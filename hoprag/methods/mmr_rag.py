@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from hoprag.methods.base import register
 from hoprag.methods.sc_rag_select import SCRAGSelect
 
 
-@register("mmr_rag")
 class MMRRAG(SCRAGSelect):
     """`sc_rag_select` with an `MMRSelector` (conf/selector/mmr.yaml); everything else is shared."""
+
+    name = "mmr_rag"

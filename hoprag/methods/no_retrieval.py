@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hoprag.cost import Cost
 from hoprag.data.types import QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import Method, MethodOutput, register
+from hoprag.methods.base import Method, MethodOutput
 
 
-@register("no_retrieval")
 class NoRetrieval(Method):
     """`prompt` is a `ChatPrompt` whose user template has a {question} field."""
+
+    name = "no_retrieval"
 
     needs_retriever = False
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput, register
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.aggregate import Aggregator
 from hoprag.search.prunerag.builder import PruneTreeBuilder
@@ -27,7 +27,6 @@ from hoprag.search.prunerag.tree import Node, tree_stats
 LLM_STAGES = ("decision", "aggregate", "answer")
 
 
-@register("prunerag")
 class PruneRAG(Method):
     """The tree knobs are `PruneTreeBuilder`'s (k, max_depth, threshold, strict_threshold, use_confidence,
     actions, retry_actions, all_decom_depth, branching, confidence_span, confidence_mean, batching), the
@@ -36,6 +35,8 @@ class PruneRAG(Method):
     The small-model aids are the builder's `decision_prefix`, `decision_examples`, `free_text_fallback`,
     `min_children`, `lenient_json` and the aggregator's `answer_prefix`: off here (the paper's procedure),
     on in conf/method/prunerag.yaml for the small default LLM, off again in +experiment=prunerag_faithful."""
+
+    name = "prunerag"
 
     def __init__(
         self,

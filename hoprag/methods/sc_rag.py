@@ -13,22 +13,22 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import PassageFormat
-from hoprag.methods.base import register
 from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR
 from hoprag.selectors import HybridFrontEnd, Selector
 
 
-@register("sc_rag")
 class SCRAG(SCRAGSearch):
     """`front_end` is a `HybridFrontEnd` or a factory of one taking `retriever=` (a Hydra `_partial_`);
     `selector` any `Selector`, bound to `llm` so token costs use the generator's tokenizer. The other
     arguments are `SCRAGSearch`'s (its `k` is unused: the selector decides how many passages are read)."""
+
+    name = "sc_rag"
 
     def __init__(
         self,

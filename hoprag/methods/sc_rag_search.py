@@ -13,20 +13,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost, charge_evenly
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, register
-from hoprag.metrics.faithfulness import Answered, FaithfulnessScorer
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.mcts import AnswerSearch, MCTSConfig, Node, SearchTree, iter_nodes
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR, SNIPPET_TEMPLATE, ParsedAnswer, parse_answer
 from hoprag.verifiers.base import Verifier
+from hoprag.verifiers.faithfulness import Answered, FaithfulnessScorer
 from hoprag.verifiers.reward import CLAIM_TEMPLATE, DEFAULT_WEIGHTS, EvidenceExtractor, NLIReward
 
 
-@register("sc_rag_search")
 class SCRAGSearch(Method):
     """`prompt`'s user template has {question} and {passages} (snippets rendered with `snippet_template`).
     `reward` holds `weights` (entailment, neutral, contradiction) and `aggregation` ("eq2" or "official").
@@ -34,6 +33,8 @@ class SCRAGSearch(Method):
     models; the parser reads it back in front of the continuation. None (the paper) leaves the reply free.
     `judge` scores AP / CR / Sup with an independent verifier (the MCTS reward keeps `verifier`); None judges
     with the search's own verifier, which biases the figures in the search's favour (`run_info` says which)."""
+
+    name = "sc_rag_search"
 
     def __init__(
         self,

@@ -11,21 +11,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from hoprag.cost import Cost
 from hoprag.data.types import QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, register
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.selectors import HybridFrontEnd, Selection, Selector
 
 
-@register("sc_rag_select")
 class SCRAGSelect(Method):
     """`front_end` is a `HybridFrontEnd` or a factory of one taking `retriever=` (a Hydra `_partial_`);
     `selector` any `Selector` (bound to `llm` so token costs use the generator's tokenizer). The prompt's
     user template has {question} and {passages}; passages are written with `passage_template` ({rank},
     {title}, {text}) in fused order."""
+
+    name = "sc_rag_select"
 
     def __init__(
         self,

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, register
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 
 
-@register("standard_rag")
 class StandardRAG(Method):
     """`prompt`'s user template has {question} and {passages} fields; passages are numbered from 1 and
     written with `passage_template` ({rank}, {title}, {text}), separated by blank lines. Over the LLM's
     input budget the lowest-ranked passages are dropped first (`hoprag.llm.prompts`)."""
+
+    name = "standard_rag"
 
     def __init__(
         self,

@@ -19,20 +19,21 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, register
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import DenseRetriever, Retriever
 from hoprag.treehop.model import TreeHop
 from hoprag.treehop.retriever import TreeHopRetriever, model_step, q_minus_c
 from hoprag.treehop.search import TreeResult
 
 
-@register("treehop")
 class TreeHopMethod(Method):
     """TreeHop@`top_k` over `n_hops` rounds gives the passages; `report_hops` rounds are scored."""
+
+    name = "treehop"
 
     def __init__(
         self,

@@ -1,14 +1,7 @@
 """Answer and retrieval metrics shared by every method (STYLE §3.2–3.3, PruneRAG EFR, TreeHop recall)."""
 
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
-from hoprag.metrics.answer import (
-    TokenScores,
-    answer_contains,
-    exact_match,
-    f1_score,
-    normalize_answer,
-    token_scores,
-)
+from hoprag.metrics.answer import TokenScores, answer_contains, exact_match, f1_score, normalize_answer, token_scores
 from hoprag.metrics.retrieval import (
     PassageRecall,
     aggregate_passage_recall,

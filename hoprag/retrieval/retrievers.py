@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage
-from hoprag.evaluation.cost import Cost, charge_evenly
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint

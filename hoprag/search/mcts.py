@@ -50,8 +50,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage
-from hoprag.evaluation.cost import Cost, charge_evenly
 from hoprag.llm.base import LLM, Generation, Prompt
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import ParsedAnswer

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage
-from hoprag.evaluation.cost import Cost, charge_evenly
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
 from hoprag.retrieval.retrievers import BM25Retriever, DenseRetriever, FusionRetriever, Retriever

@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hoprag.llm.prompts import PassageFormat
 from hoprag.selectors.items import build_instance, minmax
 from hoprag.selectors.pool import CandidatePool, Selection
 from hoprag.selectors.solvers import SOLVERS, Solution
-from hoprag.llm.prompts import PassageFormat
 from hoprag.selectors.tokens import TokenCounter
 
 

@@ -16,8 +16,8 @@ import torch
 from hoprag.data.types import Passage
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.retrievers import DenseRetriever, Hit, Retriever
-from hoprag.treehop.model import TreeHop
 from hoprag.treehop.checkpoint import load_treehop
+from hoprag.treehop.model import TreeHop
 from hoprag.treehop.search import Step, TreeResult, tree_search
 
 log = logging.getLogger(__name__)

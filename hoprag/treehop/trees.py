@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hoprag.data.twowiki import _base, _norm, match_title
+from hoprag.data.twowiki import base_title, match_title, normalize_title
 from hoprag.data.types import Passage, QAExample
 
 TREE_TYPES = ("compositional", "inference", "bridge_comparison")
@@ -58,8 +58,8 @@ def _subject_paragraph(name: str, context: list[Passage], gold: list[str]) -> st
     found = match_title(name, titles, gold)
     if found is not None:
         return found
-    key = _norm(name)
-    starts = [p.title for p in context if _norm(p.text).startswith(key)]
+    key = normalize_title(name)
+    starts = [p.title for p in context if normalize_title(p.text).startswith(key)]
     return starts[0] if len(set(starts)) == 1 else None
 
 
@@ -68,8 +68,8 @@ def _object_paragraph(name: str, gold: list[str]) -> str | None:
     literal answer ("France") never becomes an edge to a longer gold title ("France national team")."""
     if name in gold:
         return name
-    key = _norm(name)
-    return next((t for t in gold if key and key in (_norm(t), _norm(_base(t)))), None)
+    key = normalize_title(name)
+    return next((t for t in gold if key and key in (normalize_title(t), normalize_title(base_title(t)))), None)
 
 
 def build_tree(example: QAExample) -> Tree | str:

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from hoprag.utils.device import resolve_device
 from hoprag.utils.bundled import resolve_model_ref
+from hoprag.utils.device import resolve_device
 from hoprag.verifiers.base import LABELS, Verifier
 
 # id2label names seen in NLI checkpoints → hoprag's label; matched on the lower-cased prefix

@@ -93,6 +93,15 @@ def test_no_method_stops_with_the_choices(tmp_path):
     assert f"choose a method: +method={{{choices}}}" in proc.stderr and "standard_rag" in choices
 
 
+def test_a_random_sample_of_questions_is_recorded_with_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    eval_py("+method=no_retrieval", "llm=scripted", "~logger", "data.sample=4", "data.seed=3",
+            f"hydra.run.dir={run_dir}", tmp_path=tmp_path)  # fmt: skip
+    report = json.loads((run_dir / "metrics.json").read_text())
+    ids = [json.loads(line)["id"] for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    assert report["run"]["sample"] == {"n": 4, "seed": 3, "ids": ids} and len(ids) == 4
+
+
 def test_nonsensical_numbers_are_refused_at_start_naming_the_key(tmp_path):
     run_dir = tmp_path / "run"
     proc = eval_py("+method=standard_rag", "llm=scripted", "~logger", "method.k=0", "batch_size=0",

@@ -11,13 +11,13 @@ import time
 import pytest
 import torch
 
+from hoprag.cost import Cost
 from hoprag.data.corpus import make_passage
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import HFLLM, SamplingParams
-from hoprag.llm.prompts import ChatPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.gguf import converted_dir, is_converted
 from hoprag.llm.hf import DEFAULT_MODEL
 from hoprag.llm.hf_loading import load_causal_lm
+from hoprag.llm.prompts import ChatPrompt, PassageFormat, PromptTooLongError
 from hoprag.utils.bundled import resolve_model_ref
 
 pytestmark = pytest.mark.slow

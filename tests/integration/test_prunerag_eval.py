@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from hoprag.data import QADataset, pool_corpus
 from hoprag.evaluation.runner import run

@@ -8,12 +8,11 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from hoprag.cost import Cost
 from hoprag.data import QADataset
-from hoprag.evaluation.cost import Cost
 from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import SCRAG, SCRAGSearch

@@ -54,12 +54,15 @@ FLASHRAG_PAIR = {"questions": "bamboogle/test.jsonl", "corpus": "bamboogle/wiki1
 @pytest.mark.skipif(not DATA_CONFIGS, reason="no conf/data configs in this checkout")
 @pytest.mark.parametrize("config", DATA_CONFIGS, ids=lambda p: p.stem)
 def test_hydra_data_configs_instantiate(config: Path):
-    cfg = OmegaConf.create({"paths": {"data_dir": None}, "limit": 5, "data": OmegaConf.load(config)})
+    # MultiHop-RAG is not among the bundled samples: its config reads the hand-written official-format fixture
+    fixture = config.stem == "multihop_rag"
+    root, limit = (str(PROJECT_ROOT / "tests" / "fixtures"), 1) if fixture else (None, 5)
+    cfg = OmegaConf.create({"paths": {"data_dir": root}, "limit": limit, "data": OmegaConf.load(config)})
     for key in OmegaConf.missing_keys(cfg):
         OmegaConf.update(cfg, key, FLASHRAG_PAIR[key.split(".")[-1]])
     ds = instantiate(cfg.data)
     assert isinstance(ds, QADataset)
-    assert len(ds) == 5 and {ex.dataset for ex in ds} == {ds.name}
+    assert len(ds) == limit and {ex.dataset for ex in ds} == {ds.name}
     assert ds.corpus()
 
 
@@ -119,3 +122,47 @@ def test_flashrag_native_metadata(tmp_path):
     assert h.metadata == {"level": "hard"}
     assert w.type is None and w.supporting_titles == ["X", "Y"]
     assert [p.text for p in w.context] == ["Four. Five.", "Six."]
+
+
+def test_a_seeded_sample_is_reproducible_in_file_order_over_the_whole_corpus():
+    full = QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl")
+    drawn = QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl", sample=20, seed=7)
+    again = QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl", sample=20, seed=7)
+    other = QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl", sample=20, seed=8)
+    ids = [ex.id for ex in drawn.examples]
+    assert ids == [ex.id for ex in again.examples] != [ex.id for ex in other.examples]
+    position = {ex.id: i for i, ex in enumerate(full.examples)}
+    assert [position[i] for i in ids] == sorted(position[i] for i in ids)  # file order
+    assert ids != [ex.id for ex in full.examples[:20]]  # not the first 20
+    assert drawn.corpus() == full.corpus()  # sampling must not make retrieval easier
+    with pytest.raises(ValueError, match="data.sample=300"):
+        QADataset(name="m", questions="musique/musique_ans_dev_200.jsonl", sample=300).examples
+
+
+MULTIHOP_RAG = PROJECT_ROOT / "tests" / "fixtures" / "multihop_rag"
+
+
+def test_multihop_rag_queries_and_articles_in_the_official_format():
+    """Queries: gold passages are the evidence articles by title; articles: whole, TreeHop's template."""
+    examples = load_questions(MULTIHOP_RAG / "MultiHopRAG.json")
+    first = examples[0]
+    assert [ex.dataset for ex in examples] == ["multihop_rag"] * 3
+    assert first.answers == ["Nvidia"] and first.type == "inference_query"
+    assert first.supporting_titles == ["Nvidia unveils its next AI chip", "Nvidia settles patent suit"]
+    assert first.metadata["evidence_list"][0]["fact"].startswith("Nvidia announced")
+    assert first.id == load_questions(MULTIHOP_RAG / "MultiHopRAG.json")[0].id != examples[1].id
+    ds = QADataset("multihop_rag", str(MULTIHOP_RAG / "MultiHopRAG.json"), corpus=str(MULTIHOP_RAG / "corpus.json"),
+                   types=["inference_query"])  # fmt: skip
+    assert [ex.id for ex in ds.examples] == [first.id]
+    article = ds.corpus()[0]
+    assert article.title == "Nvidia unveils its next AI chip" and len(ds.corpus()) == 3
+    rendered = "Title: {title}\n{text}".format(title=article.title, text=article.text)
+    assert rendered == (
+        "Title: Nvidia unveils its next AI chip\nSource: TechCrunch\nContext: Nvidia announced a new AI "
+        "accelerator chip on Monday. The chip doubles memory bandwidth."
+    )
+
+
+def test_the_multihop_rag_config_composes(compose_cfg):
+    cfg = compose_cfg("eval", ["data=multihop_rag"])
+    assert cfg.data.format == "multihop_rag" and list(cfg.data.types) == ["inference_query"]

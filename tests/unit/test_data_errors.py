@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hoprag.data import DataFormatError, QADataset, load_nli, load_questions, read_corpus
-from hoprag.data import fetch
+from hoprag.data import DataFormatError, QADataset, fetch, load_nli, load_questions, read_corpus
 
 MUSIQUE_LINE = {
     "id": "2hop__1_2", "question": "Q?", "answer": "A", "answer_aliases": [], "answerable": True,

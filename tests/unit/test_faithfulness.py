@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hoprag.data.types import Passage
-from hoprag.metrics.faithfulness import Answered, FaithfulnessScorer, claim_label
 from hoprag.verifiers import NLIScores, ScriptedVerifier
+from hoprag.verifiers.faithfulness import Answered, FaithfulnessScorer, claim_label
 from hoprag.verifiers.reward import EvidenceExtractor
 
 CONTEXT = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import ChatPrompt, IterRetGen
 from hoprag.retrieval import Hit, Retriever

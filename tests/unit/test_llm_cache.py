@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hoprag.evaluation.cost import Cost
+from hoprag.cost import Cost
 from hoprag.llm import ScriptedLLM
 from hoprag.llm.cache import GenerationCache
 

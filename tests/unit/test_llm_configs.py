@@ -9,7 +9,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from hoprag.llm import HFLLM, LLM, OpenAICompatLLM, SamplingParams, VLLMLLM
+from hoprag.llm import HFLLM, LLM, VLLMLLM, OpenAICompatLLM, SamplingParams
 from hoprag.llm.hf import DEFAULT_MODEL
 from hoprag.llm.hf_loading import loaded_models
 from hoprag.paths import PROJECT_ROOT

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hoprag.evaluation.cost import Cost
+from hoprag.cost import Cost
 from hoprag.llm import LLMConnectionError, LLMRequestError, OpenAICompatLLM, SamplingParams
 
 

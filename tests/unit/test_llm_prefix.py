@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hoprag.llm import HFLLM, OpenAICompatLLM, ScriptedLLM, SamplingParams
+from hoprag.llm import HFLLM, OpenAICompatLLM, SamplingParams, ScriptedLLM
 from hoprag.llm import vllm as vllm_backend
 from hoprag.llm.base import chat_template_flags, continues_reply
 from hoprag.llm.hf import DEFAULT_MODEL

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from hoprag.evaluation.cost import Cost
-from hoprag.llm import ScriptedLLM, SamplingParams
+from hoprag.cost import Cost
+from hoprag.llm import SamplingParams, ScriptedLLM
 from hoprag.llm.scripted import render
 from hoprag.paths import PROJECT_ROOT
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hoprag.evaluation.cost import Cost
+from hoprag.cost import Cost
 from hoprag.llm import vllm as vllm_backend
 from hoprag.llm.vllm import VLLMLLM
 

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import ScriptedLLM
 from hoprag.llm.base import LLM, Generation
 from hoprag.llm.prompts import ChatPrompt

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-
 import pytest
 from hydra.utils import instantiate
 
+from hoprag import methods
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import ScriptedLLM
 from hoprag.llm.base import continues_reply
 from hoprag.llm.scripted import render
-from hoprag.methods import ChatPrompt, Method, NoRetrieval, StandardRAG, get, names, register
+from hoprag.methods import ChatPrompt, Method, NoRetrieval, StandardRAG
 from hoprag.paths import PROJECT_ROOT
 from tests.fakes import KeywordRetriever
 
@@ -78,18 +78,11 @@ def test_a_method_that_needs_a_retriever_refuses_to_start_without_one():
         StandardRAG(ScriptedLLM(), None, prompt=RAG_PROMPT)
 
 
-def test_registry_maps_names_to_classes():
-    assert get("standard_rag") is StandardRAG and get("no_retrieval") is NoRetrieval
-    assert {"no_retrieval", "standard_rag"} <= set(names())
-    with pytest.raises(KeyError, match="registered: .*standard_rag"):
-        get("nope")
-    with pytest.raises(ValueError, match="already registered"):
-        register("standard_rag")(type("Other", (Method,), {}))
-
-
-def test_every_method_config_is_registered_and_answers(compose_cfg):
+def test_every_method_config_builds_the_class_of_its_name_and_answers(compose_cfg):
+    """The configs are the registry: conf/method/<name>.yaml's `_target_` is the class named <name>."""
     configs = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "method").glob("*.yaml"))
-    assert set(configs) == set(names())
+    classes = [getattr(methods, n) for n in methods.__all__ if isinstance(getattr(methods, n), type)]
+    assert sorted(c.name for c in classes if issubclass(c, Method) and c is not Method) == configs
     for name in configs:
         if name == "treehop":  # dense vectors only and no LLM call by default: tests/unit/test_treehop_method.py
             continue
@@ -97,7 +90,7 @@ def test_every_method_config_is_registered_and_answers(compose_cfg):
         verifier = ["verifier@method.verifier=scripted"] if name.startswith("sc_rag") and name != "sc_rag_select" else []
         cfg = compose_cfg("eval", [f"+method={name}", "llm=scripted", *verifier])
         factory = instantiate(cfg.method)
-        assert factory.func is get(name)
+        assert factory.func.name == name
         retriever = {"retriever": KeywordRetriever(CORPUS)} if factory.func.needs_retriever else {}
         method = factory(llm=instantiate(cfg.llm), **retriever)
         outputs = method.answer(EXAMPLES, [Cost(), Cost()])

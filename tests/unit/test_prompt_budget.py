@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import Generation, ScriptedLLM
 from hoprag.llm.openai_compat import _choice_logprobs
 from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError, fit_prompt

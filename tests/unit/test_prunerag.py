@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import Generation, ScriptedLLM
 from hoprag.llm.scripted import render
 from hoprag.methods import PruneRAG

@@ -11,10 +11,10 @@ import re
 import pytest
 from hydra.utils import instantiate
 
+from hoprag.cost import Cost
+from hoprag.data.types import Passage, QAExample
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import PruneRAG
-from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.retrieval import Hit, Retriever
 from hoprag.search.prunerag import format_tree, parse_decision
 from hoprag.search.prunerag.parsing import free_text_answer

@@ -351,7 +351,7 @@ def test_hydra_partial_config_builds_a_retriever(tmp_path):
 
 
 def test_search_charges_each_query_its_cost_record():
-    from hoprag.evaluation.cost import Cost
+    from hoprag.cost import Cost
 
     retriever = BM25Retriever(corpus=HAND)
     costs = [Cost(), None, Cost()]
@@ -368,7 +368,7 @@ def test_search_charges_each_query_its_cost_record():
 
 
 def test_search_vectors_charges_cost_records_like_search(corpus):
-    from hoprag.evaluation.cost import Cost
+    from hoprag.cost import Cost
 
     retriever = DenseRetriever(corpus=corpus, embedder=HashEmbedder())
     vectors = retriever.embedder.encode_queries(["w1 w2 w3", "w4 w5"])

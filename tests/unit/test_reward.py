@@ -7,13 +7,7 @@ import pytest
 
 from hoprag.data.types import Passage
 from hoprag.verifiers import ScriptedVerifier
-from hoprag.verifiers.reward import (
-    Candidate,
-    EvidenceExtractor,
-    NLIReward,
-    answer_claims,
-    split_sentences,
-)
+from hoprag.verifiers.reward import Candidate, EvidenceExtractor, NLIReward, answer_claims, split_sentences
 
 CONTEXT = (
     Passage("p1", "Paris", "Paris is the capital of France. It lies on the Seine. The city has many museums."),

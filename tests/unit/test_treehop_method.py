@@ -10,8 +10,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
-from hoprag.evaluation.cost import Cost
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import TreeHopMethod
 from hoprag.paths import PROJECT_ROOT

@@ -17,14 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hoprag.cost import Cost
 from hoprag.data.types import Passage
-from hoprag.evaluation.cost import Cost
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import Context, ContextPrompt, Prompt
-from hoprag.search.prunerag.builder import generate, passage_formats
+from hoprag.search.prunerag.builder import passage_formats
 from hoprag.search.prunerag.parsing import ANSWER, extract_boxed
 from hoprag.search.prunerag.prompts import final_prompt, node_answer_prompt, summary_prompt
 from hoprag.search.prunerag.tree import ANSWERED, ENTITY, Node
+from hoprag.search.steps import llm_step
 
 AGGREGATIONS = ("single_call_tree", "recursive")
 
@@ -137,7 +138,7 @@ class Aggregator:
             ContextPrompt(lambda tree, q=root.query: final_prompt(tree, q, self.prefix), self.tree_context(root))
             for root in roots
         ]
-        outputs = generate(self.llm, prompts, costs, "answer", self.one_by_one, **self.generation)
+        outputs = llm_step(self.llm, prompts, costs, "answer", self.one_by_one, **self.generation)
         answers = []
         for output in outputs:
             prediction, failed = read_boxed(output.text, self.fallback, self.prefix)
@@ -160,7 +161,7 @@ class Aggregator:
             prompts = [self._node_prompt(n, results) for n in todo]
             stage = "answer" if depth == 1 else "aggregate"
             charged = [owner[id(n)] for n in todo]
-            outputs = generate(self.llm, prompts, charged, stage, self.one_by_one, **self.generation)
+            outputs = llm_step(self.llm, prompts, charged, stage, self.one_by_one, **self.generation)
             for node, output in zip(todo, outputs):
                 if depth == 1:
                     root_outputs[id(node)] = output.text

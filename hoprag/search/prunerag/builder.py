@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from hoprag.evaluation.cost import Cost
-from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.cost import Cost
+from hoprag.llm.base import LLM, Generation
 from hoprag.llm.prompts import ContextPrompt, PassageFormat
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.parsing import (
@@ -28,25 +28,12 @@ from hoprag.search.prunerag.parsing import (
 )
 from hoprag.search.prunerag.prompts import EXAMPLE_PLACES, decision_prompt
 from hoprag.search.prunerag.tree import ANSWERED, DECOMPOSED, ENTITY_PARENT, PARSE_ERROR, UNRESOLVED, Node
+from hoprag.search.steps import llm_step, retrieval_step
 
 BATCHING = ("round", "node")
 CONFIDENCE_SPANS = ("json_value", "first_occurrence")
 
 Pending = list[tuple[Node, Cost | None]]
-
-
-def generate(
-    llm: LLM,
-    prompts: Sequence[Prompt | ContextPrompt],
-    costs: Sequence[Cost | None],
-    stage: str,
-    one_by_one: bool,
-    **params: Any,
-) -> list[Generation]:
-    """Greedy single generations for `prompts`: one batched call, or one call per prompt."""
-    if not one_by_one:
-        return [g[0] for g in llm.generate(prompts, costs=costs, stage=stage, **params)]
-    return [llm.generate([p], costs=[c], stage=stage, **params)[0][0] for p, c in zip(prompts, costs)]
 
 
 def passage_formats(template: str) -> tuple[PassageFormat, PassageFormat]:
@@ -149,10 +136,7 @@ class PruneTreeBuilder:
             return
         queries = [n.query for n, _ in nodes]
         costs = [c for _, c in nodes]
-        if self.one_by_one:
-            hits = [self.retriever.search([q], self.k, costs=[c])[0] for q, c in zip(queries, costs)]
-        else:
-            hits = self.retriever.search(queries, self.k, costs=costs)
+        hits = retrieval_step(self.retriever, queries, self.k, costs, one_by_one=self.one_by_one)
         for (node, _), found in zip(nodes, hits):
             node.passages = [h.passage for h in found]
 
@@ -173,7 +157,7 @@ class PruneTreeBuilder:
             )
             for n, _ in pending
         ]  # fmt: skip
-        outputs = generate(self.llm, prompts, [c for _, c in pending], "decision", self.one_by_one, **self.generation)
+        outputs = llm_step(self.llm, prompts, [c for _, c in pending], "decision", self.one_by_one, **self.generation)
         retry: Pending = []
         created: Pending = []
         for (node, cost), output in zip(pending, outputs):

@@ -1,0 +1,47 @@
+"""One step of a level-by-level search, for every question of a batch at once.
+
+Tree searches (PruneRAG's rounds, TreeRare's levels) grow many nodes per question; a step takes every
+pending node of every question in the batch and makes one batched LLM call and one batched retrieval for
+them, charging each node's share to its own question's cost record. `one_by_one=True` makes one call per
+node instead: the same algorithm, kept to measure what batching buys (the `bench_*` scripts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hoprag.cost import Cost
+from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.llm.prompts import ContextPrompt
+from hoprag.retrieval.retrievers import Hit, Retriever
+
+
+def llm_step(
+    llm: LLM,
+    prompts: Sequence[Prompt | ContextPrompt],
+    costs: Sequence[Cost | None],
+    stage: str,
+    one_by_one: bool = False,
+    **params: Any,
+) -> list[Generation]:
+    """One generation per prompt (the first sample): one batched call, or one call per prompt."""
+    if not one_by_one:
+        return [g[0] for g in llm.generate(prompts, costs=costs, stage=stage, **params)]
+    return [llm.generate([p], costs=[c], stage=stage, **params)[0][0] for p, c in zip(prompts, costs)]
+
+
+def retrieval_step(
+    retriever: Retriever,
+    queries: Sequence[str],
+    k: int,
+    costs: Sequence[Cost | None],
+    stage: str = "retrieval",
+    one_by_one: bool = False,
+) -> list[list[Hit]]:
+    """The top `k` hits per query: one batched search, or one search per query."""
+    if not queries:
+        return []
+    if not one_by_one:
+        return retriever.search(list(queries), k, costs=list(costs), stage=stage)
+    return [retriever.search([q], k, costs=[c], stage=stage)[0] for q, c in zip(queries, costs)]
