@@ -60,7 +60,7 @@ def instances(overrides: list[str]) -> tuple[list, dict]:
         "questions": len(dataset),
         "corpus": len(dataset.corpus()),
         "pool_size_median": float(np.median([len(p) for p in pools])),
-        "token_counter": selector.token_counter.effective_mode,
+        "token_counter": selector.token_counter.describe(),
         **{k: v for k, v in selector.weights.items()},
         "sim_threshold": selector.sim_threshold,
     }

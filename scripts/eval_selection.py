@@ -10,7 +10,8 @@ MiniLM dense + TF-IDF) over two kinds of pool:
 - `context`: the question's own 10 paragraphs (2 gold + 8 distractors), ranked among themselves;
 - `corpus`: the fused top 50 of the pooled corpus of all questions' paragraphs (what `eval.py` does).
 
-Every selector then chooses from the same pool under the same token budget (SmolLM2 tokens by default):
+Every selector then chooses from the same pool under the same token budget (SmolLM2 tokens of each passage
+as `sc_rag_select`'s prompt writes it, by default):
 top-5 (the first five that fit); MMR (λ = 0.6 on the raw fusion score as the official code, Recall@5 over
 the chosen set in fused order, then in MMR's own order, then on min-max normalised relevance); MMKP with
 the exact Pareto DP (then the official greedy, and Table 5's ablations). Recall@5 is the per-question
@@ -79,7 +80,7 @@ def main() -> None:
     }
     gold = [ex.supporting_titles for ex in examples]
     results = []
-    print(f"{dataset.name}: {len(examples)} questions, tokens by {base.token_counter.effective_mode}, "
+    print(f"{dataset.name}: {len(examples)} questions, tokens by {base.token_counter.describe()}, "
           f"fusion {front_end.mode}")  # fmt: skip
     header = ("pool", "budget", "selector", "R@5", "recall", "chosen", "tokens", "util")
     print("{:<8} {:>6}  {:<27} {:>5} {:>6} {:>6} {:>6} {:>5}".format(*header))

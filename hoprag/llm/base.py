@@ -26,6 +26,7 @@ from hoprag.llm.prompts import (
     fit_prompt,
     is_prompt_batch,
 )
+from hoprag.llm.tokenizer import count_texts, prompt_ids
 
 __all__ = ["LLM", "Generation", "Message", "Prompt", "SamplingParams", "Usage", "chat_template_flags",
            "continues_reply", "covering_tokens", "cut_at_stop"]
@@ -112,20 +113,26 @@ class LLM:
         cache's key. Backends name every such setting in their repr."""
         return repr(self)
 
-    # -- token counting -----------------------------------------------------------------------------
+    # -- token counting: with the model's own tokenizer, which a backend provides ------------------------
+
+    chat_template: bool = True  # plain-string prompts are read as one user message of the chat template
+
+    @property
+    def tokenizer(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no tokenizer to count tokens with")
 
     @property
     def token_counting(self) -> str:
         """How this backend counts tokens (recorded with every run), e.g. "tokenizer:<model>"."""
-        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+        return f"tokenizer:{self.name}"
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text on its own (a passage as a prompt renders it), without special tokens."""
-        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+        return count_texts(self.tokenizer, texts)
 
     def prompt_token_count(self, prompt: Prompt) -> int:
         """Tokens of the whole prompt as the model reads it (chat template included)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+        return len(prompt_ids(self.tokenizer, prompt, self.chat_template))
 
     def fit(self, prompt: Prompt | ContextPrompt) -> Fit:
         """The prompt to send: a `ContextPrompt` shortened to `max_input_tokens` by the rule of

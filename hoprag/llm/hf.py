@@ -33,14 +33,14 @@ together over a left-padded, preallocated KV cache; a sample leaves the batch as
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams
 from hoprag.llm.hf_decode import Decoder
 from hoprag.llm.hf_loading import DTYPES, LoadedModel, load_causal_lm
-from hoprag.llm.tokenizer import count_texts, load_tokenizer, render_prompt
+from hoprag.llm.tokenizer import load_tokenizer, render_prompt
 
 log = logging.getLogger(__name__)
 
@@ -161,18 +161,6 @@ class HFLLM(LLM):
         BOS included where the model has one)."""
         text, templated = self._render(prompt)
         return list(self.tokenizer(text, add_special_tokens=not templated)["input_ids"])
-
-    # -- token counting -----------------------------------------------------------------------------
-
-    @property
-    def token_counting(self) -> str:
-        return f"tokenizer:{self.name}"
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return count_texts(self.tokenizer, texts)
-
-    def prompt_token_count(self, prompt: Prompt) -> int:
-        return len(self.prompt_ids(prompt))
 
     # -- generation ---------------------------------------------------------------------------------
 

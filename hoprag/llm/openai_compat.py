@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -128,16 +128,9 @@ class OpenAICompatLLM(LLM):
     def token_counting(self) -> str:
         return f"tokenizer:{self.tokenizer_ref}" if self.tokenizer_ref else "none"
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        from hoprag.llm.tokenizer import count_texts
-
-        return count_texts(self.tokenizer, texts)
-
-    def prompt_token_count(self, prompt: Prompt) -> int:
-        """The prompt as the server's chat template renders it (the configured tokenizer's template)."""
-        from hoprag.llm.tokenizer import prompt_ids
-
-        return len(prompt_ids(self.tokenizer, prompt, chat_template=self.chat))
+    @property
+    def chat_template(self) -> bool:  # prompts are counted as the server's chat template renders them
+        return self.chat
 
     @property
     def endpoint(self) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hoprag.llm.base import Prompt, chat_template_flags
+from hoprag.llm.prompts import Prompt, chat_template_flags
 from hoprag.utils.bundled import resolve_model_ref
 
 _TOKENIZERS: dict[tuple[str, bool], Any] = {}

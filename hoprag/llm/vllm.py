@@ -13,7 +13,7 @@ distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settabl
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -86,18 +86,6 @@ class VLLMLLM(LLM):
         from hoprag.llm.tokenizer import load_tokenizer
 
         return load_tokenizer(self.engine_args["model"], trust_remote_code=self.engine_args["trust_remote_code"])
-
-    @property
-    def token_counting(self) -> str:
-        return f"tokenizer:{self.name}"
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        from hoprag.llm.tokenizer import count_texts
-
-        return count_texts(self.tokenizer, texts)
-
-    def prompt_token_count(self, prompt: Prompt) -> int:
-        return len(self._prompt_ids(prompt, self.tokenizer))
 
     def sampling_params(self, params: SamplingParams) -> Any:
         """The `vllm.SamplingParams` for ours."""

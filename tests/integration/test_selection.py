@@ -56,3 +56,22 @@ def test_generation_answers_once_per_question_from_the_selection(setup, compose_
     m = method(compose_cfg, "sc_rag_select", retriever)
     metrics = run(m, examples[:4], tmp / "generate", batch_size=4)
     assert metrics["cost/mean/llm_calls"] == 1 and metrics["cost/mean/prompt_tokens"] > 500
+
+
+def test_eval_selection_script_prints_and_writes_its_table(tmp_path):
+    """scripts/eval_selection.py as the README runs it, on 5 questions (one budget)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from hoprag.paths import PROJECT_ROOT
+
+    out = tmp_path / "selection.json"
+    command = [sys.executable, "scripts/eval_selection.py", "--budgets", "500", "--out", str(out), "limit=5"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "tokens by tokenizer:smollm2-135m-instruct on '[{rank}] {title}\\n{text}'" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["pool"] for r in rows} == {"context", "corpus"} and all(r["tokens"] <= 500 for r in rows)
