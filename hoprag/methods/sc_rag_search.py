@@ -118,8 +118,8 @@ class SCRAGSearch(Method):
     def run_info(self) -> dict[str, Any]:
         """Which verifier scored AP / CR / Sup: `search_verifier` (the reward's own, biased) or the judge's model."""
         if self.judge is self.verifier:
-            return {"judge": "search_verifier"}
-        return {"judge": str(getattr(self.judge, "model", None) or type(self.judge).__name__)}
+            return {**super().run_info(), "judge": "search_verifier"}
+        return {**super().run_info(), "judge": str(getattr(self.judge, "model", None) or type(self.judge).__name__)}
 
     @staticmethod
     def _stats(tree: SearchTree, node: Node) -> dict[str, float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
@@ -47,8 +48,8 @@ class SCRAGSelect(Method):
         self.prompt = prompt
         self.generate = generate
 
-    def run_info(self) -> dict[str, str]:
-        return {"selector_token_counting": self.selector.token_counter.describe()}
+    def run_info(self) -> dict[str, Any]:
+        return {**super().run_info(), "selector_token_counting": self.selector.token_counter.describe()}
 
     def select(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[Selection]:
         """Fused pools for the batch, then one selection per question (its time charged as "select")."""

@@ -164,4 +164,4 @@ def test_a_judge_from_the_verifier_group_is_named_by_its_model(compose_cfg, dens
     method = instantiate(cfg.method)(llm=ScriptedLLM(), retriever=dense, evidence=EvidenceExtractor(HashEmbedder()))
     assert isinstance(method.verifier, ScriptedVerifier) and method.reward.verifier is method.verifier
     assert method.faithfulness.verifier is method.judge and type(method.judge).__name__ == "CrossEncoderVerifier"
-    assert method.run_info() == {"judge": "FacebookAI/roberta-large-mnli"}  # loads lazily: nothing is read here
+    assert method.run_info()["judge"] == "FacebookAI/roberta-large-mnli"  # loads lazily: nothing is read here
