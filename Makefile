@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install test test-fast demo train bench clean
+.PHONY: install test test-fast test-servers demo train bench clean
 
 install: $(STAMP)
 
@@ -33,6 +33,21 @@ test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 OFFLINE := HF_HUB_OFFLINE=1 WANDB_MODE=offline
+
+# hoprag against a real llama.cpp server (not part of `make test`): llama-cpp-python[server] in its own
+# virtualenv (compiled once, ~9 minutes on 2 cores), the bundled SmolLM2 GGUF on 127.0.0.1, standard_rag and
+# prunerag on 4 questions each through llm=openai, compared with the in-process backend (scripts/test_servers.py).
+SERVERS_VENV ?= .venv-servers
+LLAMA_CPP_SPEC ?= llama-cpp-python[server]==0.3.36
+SERVERS_ARGS ?=
+
+$(SERVERS_VENV)/.installed:
+	test -x $(SERVERS_VENV)/bin/python || $(PYTHON) -m venv $(SERVERS_VENV)
+	$(SERVERS_VENV)/bin/pip install '$(LLAMA_CPP_SPEC)'
+	touch $@
+
+test-servers: $(STAMP) $(SERVERS_VENV)/.installed
+	$(OFFLINE) $(PY) scripts/test_servers.py --server-python $(SERVERS_VENV)/bin/python $(SERVERS_ARGS)
 
 # Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample; standard RAG with
 # SmolLM2 on a handful of its questions (the dense index is reused from step one); PruneRAG trees on a few

@@ -37,7 +37,7 @@ RUN_CONTROL = (
     "*.cache_dir", "*.generation_cache", "*.index_dir", "*.force", "*.device", "*.threads", "*.batch_size",
     "*.use_gpu", "*.delay", "data.root", "data.limit",
     "llm.base_url", "llm.api_key", "llm.timeout", "llm.max_retries", "llm.backoff", "llm.max_backoff",
-    "llm.concurrency",
+    "llm.max_concurrency", "llm.timeout_per_token",
 )  # fmt: skip
 DATA_FILES = ("questions", "corpus")
 

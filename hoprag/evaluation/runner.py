@@ -15,6 +15,7 @@ end only (`run.n`: the predictions it covers), so a refused or crashed run leave
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections import Counter, defaultdict
@@ -34,6 +35,8 @@ from hoprag.evaluation import fingerprint as fp
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
+
+log = logging.getLogger(__name__)
 
 PREDICTIONS = "predictions.jsonl"
 METRICS = "metrics.json"
@@ -99,6 +102,10 @@ def run(
     if fingerprint is not None and fp.load(output_dir) != fingerprint:  # a fresh start
         fp.save(output_dir, fingerprint)
     todo = [ex for ex in examples if ex.id not in store.ids]
+    if len(todo) < len(examples):
+        log.info("resuming: %d of %d answers kept in %s", len(examples) - len(todo), len(examples), store.path)
+    if todo:
+        method.check_capabilities()  # e.g. a server without log-probs: refused before any question is asked
     started = time.perf_counter()
     with tqdm(total=len(examples), initial=len(examples) - len(todo), desc=method.name, unit="q") as bar:
         for i in range(0, len(todo), batch_size):

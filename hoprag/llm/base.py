@@ -10,7 +10,7 @@ model distribution, which confidence-based methods such as PruneRAG need) and to
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,7 +57,13 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Generation:
-    """One completion. `tokens`/`logprobs` cover the generated text up to (not including) a stop string."""
+    """One completion. `tokens`/`logprobs` cover the generated text up to (not including) a stop string.
+
+    Token rule, the same in every backend: `completion_tokens` counts the tokens the model generated for
+    the sample, up to the one completing a stop string, *without* the end-of-sequence token (what
+    llama.cpp's and the OpenAI API's `usage` report, so in-process and served runs agree). `prompt_tokens`
+    counts every prompt token processed for the prompt's samples: once per request, so a server that
+    ignores `n` and is asked once per sample is charged once per sample."""
 
     text: str
     tokens: tuple[str, ...] = ()
@@ -107,6 +113,11 @@ class LLM:
             from hoprag.llm.cache import GenerationCache
 
             self.cache = GenerationCache(generation_cache)
+
+    def missing_capabilities(self, needs: Iterable[str]) -> list[str]:
+        """Which of `needs` ("logprobs", "n", "prefill") this backend cannot provide: none in process;
+        a served model's backend asks its server (see `OpenAICompatLLM.capabilities`)."""
+        return []
 
     def identity(self) -> str:
         """What, besides the prompt and the sampling parameters, decides the output: the generation

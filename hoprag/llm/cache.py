@@ -19,10 +19,14 @@ from typing import Any
 
 from hoprag.llm.base import Generation, Prompt, SamplingParams
 
+# Bumped whenever what a cached Generation holds changes meaning (2: completion tokens exclude the end token),
+# so entries written under the old rule are never served under the new one.
+FORMAT = 2
+
 
 def request_key(identity: str, prompt: Prompt, params: SamplingParams) -> str:
     prompt_json = prompt if isinstance(prompt, str) else [dict(m) for m in prompt]
-    request = {"llm": identity, "prompt": prompt_json, "params": dataclasses.asdict(params)}
+    request = {"llm": identity, "prompt": prompt_json, "params": dataclasses.asdict(params), "format": FORMAT}
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 

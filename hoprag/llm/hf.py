@@ -21,8 +21,8 @@ together over a left-padded, preallocated KV cache; a sample leaves the batch as
   the same `SamplingParams`. Greedy is argmax.
 - `stop` strings end a generation; the text is cut before the earliest one, and `tokens`/`logprobs` keep
   the tokens covering the kept text (a token straddling the cut is kept). `completion_tokens` counts the
-  tokens the model generated for the sample: up to the one completing a stop string, or up to and
-  including EOS.
+  tokens the model generated for the sample: up to the one completing a stop string, or up to EOS, which
+  is not counted (the rule of every backend, as servers report it).
 - With a `seed`, sampling uses its own generator: reproducible for the same prompts and `batch_size`,
   and the global torch RNG is left alone. With per-prompt `seeds`, each prompt samples from its own
   generator, so its samples do not depend on the other prompts of the call or on `batch_size`.

@@ -146,8 +146,8 @@ class Decoder:
             generated = first_prefix(len(content), lambda k: cut_at_stop(decode(k), stop)[1])
             keep = first_prefix(len(content), lambda k: len(decode(k)) >= len(kept)) if kept else 0
             finish = "stop"
-        elif end is not None:
-            generated, keep, finish = end + 1, len(content), "stop"
+        elif end is not None:  # the EOS token is not counted (the token rule of `Generation`)
+            generated, keep, finish = end, len(content), "stop"
         else:
             generated, keep, finish = len(content), len(content), "length"
         kept_ids = content[:keep]

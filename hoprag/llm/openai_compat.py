@@ -1,16 +1,33 @@
 """An OpenAI-compatible HTTP backend: vLLM's server, llama.cpp's `llama-server`, Ollama, hosted APIs.
 
 Standard library only (`urllib.request`). Each prompt of a batch is one request (`n` choices), sent in
-parallel by a pool of `concurrency` threads. With `chat` (the default) prompts go to
-`{base_url}/chat/completions` as messages (a plain string becomes one user message), else to
-`{base_url}/completions` as the prompt string. Messages ending with an assistant message (a prefill the
-model must continue) also send vLLM's `continue_final_message: true, add_generation_prompt: false`. These
-are not OpenAI API fields: other servers and hosted APIs may ignore them (the reply then starts a new
-message instead of continuing) or reject them (HTTP 400), so check a prefill on a new server. Per-token
-log-probs are requested (chat `logprobs: true`, completions `logprobs: 1`) and parsed when the server
-returns them; when it returns none, or a null for any token, the generation's `logprobs` is `None`
-(unknown, never a made-up probability; counted per question as `missing_logprobs`); token counts come from the response's `usage` (a request's completion
-tokens are split over its choices, by their token counts when the server reports log-probs, else evenly).
+parallel by a pool of `max_concurrency` threads (1 for servers that answer one request at a time, such as
+llama.cpp's; vLLM batches many). Each request may take `timeout + max_tokens * timeout_per_token` seconds.
+
+Servers differ, so on first use the backend probes the server with a few one-token requests (cached per
+base URL + model for the process, shown as `capabilities` in the run's metrics.json): does it return
+token log-probs, and for which request fields (`logprobs`, `logprobs` + `top_logprobs` as llama.cpp's
+chat endpoint wants, or only the completions endpoint); does it honour `n`; does it honour an assistant
+prefill (vLLM's `continue_final_message`: the probe compares the prompt tokens of a continued and of a
+re-opened final assistant message, which a server ignoring the flag renders alike). `probe: false`
+takes declared `capabilities` instead (hosted APIs). Then:
+
+- With `chat` (the default) prompts go to `{base_url}/chat/completions` as messages (a plain string is one
+  user message), else to `{base_url}/completions` as the prompt string. A prefill (messages ending with an
+  assistant message) is sent with `continue_final_message` where the server honours it; elsewhere the chat
+  template is rendered locally with `llm.tokenizer` (the final assistant message left open) and sent to the
+  completions endpoint, so the reply continues the prefix and never repeats it. The same local rendering
+  serves log-probs from a server whose chat endpoint has none but whose completions endpoint does.
+- A server that ignores `n` is asked once per sample; sample i > 0 of a prompt seeded s gets the seed
+  `derived_seed(s, i)`, a hash no other request of a search reuses (not s + i, which is the next
+  question's or step's seed), and every request's prompt tokens are charged.
+- Log-probs are parsed when the server returns them; when it returns none, or a null for any token, the
+  generation's `logprobs` is `None` (unknown, never made up; counted per question as `missing_logprobs`).
+  Token counts come from the response's `usage` (a request's completion tokens are split over its
+  choices, by their token counts when the server reports log-probs, else evenly); llama.cpp and the
+  OpenAI API leave the end-of-sequence token out, as `Generation`'s token rule does.
+- The generation cache keys on `identity()`: endpoint, configured and served model, chat and log-prob
+  settings, how prefills are sent, and `extra_body`, besides the prompt and every sampling field.
 
 Connection errors, timeouts, 429 and 5xx are retried `max_retries` times with exponential back-off and
 jitter (a `Retry-After` header is honoured up to `max_backoff`); other 4xx fail at once with the
@@ -19,6 +36,7 @@ server's message. A server that stays unreachable raises `LLMConnectionError` na
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import logging
@@ -28,16 +46,20 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, covering_tokens, cut_at_stop
+from hoprag.llm.tokenizer import render_prompt
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+CAPABILITIES = ("logprobs", "n", "prefill")
+_PROBED: dict[tuple[Any, ...], dict[str, Any]] = {}  # probed capabilities per base URL + model (+ what is probed)
+_PROBE_LOCK = threading.Lock()
 
 
 class LLMError(RuntimeError):
@@ -59,7 +81,8 @@ class LLMRequestError(LLMError):
 def _start_hint(base_url: str) -> str:
     return (
         f"Start an OpenAI-compatible server there, e.g. `vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000` "
-        f"(base_url http://localhost:8000/v1), `llama-server -m model.gguf --port 8000`, or `ollama serve` "
+        f"(base_url http://localhost:8000/v1), `python scripts/llama_cpp_server.py --model model.gguf --port 8000` "
+        f"(with llm.tokenizer=model.gguf), or `ollama serve` "
         f"(base_url http://localhost:11434/v1); or point `llm.base_url` at a running one "
         f"(now {base_url})."
     )
@@ -76,25 +99,37 @@ class OpenAICompatLLM(LLM):
         api_key: str | None = None,
         chat: bool = True,
         logprobs: bool = True,
-        timeout: float = 120.0,
+        timeout: float = 60.0,
+        timeout_per_token: float = 0.5,
         max_retries: int = 5,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
-        concurrency: int = 8,
+        max_concurrency: int = 1,
         extra_body: Mapping[str, Any] | None = None,
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
         tokenizer: str | None = None,
         max_input_tokens: int | None = None,
+        probe: bool = True,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(default, generation_cache, max_input_tokens)
-        if concurrency < 1 or max_retries < 0:
-            raise ValueError("concurrency must be positive and max_retries non-negative")
+        if max_concurrency < 1 or max_retries < 0 or timeout <= 0 or timeout_per_token < 0:
+            raise ValueError(
+                "max_concurrency and timeout must be positive, max_retries and timeout_per_token non-negative"
+            )
         if max_input_tokens is not None and tokenizer is None:
             raise ValueError(
                 "max_input_tokens needs llm.tokenizer (the served model's tokenizer: hub id, local folder or "
                 ".gguf) to count prompt tokens"
             )
+        if not probe and capabilities is None:
+            raise ValueError(
+                "llm.probe=false needs declared llm.capabilities, e.g. {logprobs: true, n: true, prefill: false}"
+            )
+        unknown = set(capabilities or {}) - {*CAPABILITIES, "logprob_fields", "model"}
+        if unknown:
+            raise ValueError(f"unknown llm.capabilities {sorted(unknown)}: known are {list(CAPABILITIES)}")
         self.tokenizer_ref = tokenizer
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -103,11 +138,14 @@ class OpenAICompatLLM(LLM):
         self.chat = chat
         self.logprobs = logprobs
         self.timeout = timeout
+        self.timeout_per_token = timeout_per_token
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.concurrency = concurrency
+        self.max_concurrency = max_concurrency
         self.extra_body = dict(extra_body or {})
+        self.probe = probe
+        self.declared = None if probe else _declared(capabilities or {}, chat, model)
         self.retries = 0  # retried requests over the object's life
         self._lock = threading.Lock()
 
@@ -136,10 +174,102 @@ class OpenAICompatLLM(LLM):
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions" if self.chat else f"{self.base_url}/completions"
 
+    # -- capabilities -------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """What the server does (see the module docstring): `logprobs`, `logprob_fields` ("logprobs",
+        "logprobs+top_logprobs", "completions" or None), `n`, `prefill`, the `model` it reports, and
+        whether this was `probed`. Probed once per base URL + model and process; declared with probe off."""
+        if self.declared is not None:
+            return self.declared
+        key = (self.base_url, self.model, self.chat, self.logprobs, self.tokenizer_ref is not None)  # what is probed
+        with _PROBE_LOCK:
+            if key not in _PROBED:
+                _PROBED[key] = self._probe()
+                log.info("%s at %s: %s", self.model, self.base_url, _PROBED[key])
+            return dict(_PROBED[key])
+
+    def missing_capabilities(self, needs: Iterable[str]) -> list[str]:
+        """Of `needs`, what neither the server nor this backend provides: log-probs (none from the server,
+        or `llm.logprobs` off) and prefill (ignored by the server, and no `llm.tokenizer` to render the chat
+        template locally). `n` is always provided: a server that ignores it is asked once per sample."""
+        caps = self.capabilities
+        have = {
+            "logprobs": self.logprobs and caps["logprobs"],
+            "n": True,
+            "prefill": caps["prefill"] or (self.chat and self.tokenizer_ref is not None),
+        }
+        return [need for need in needs if not have.get(need, False)]
+
+    def _probe(self) -> dict[str, Any]:
+        """One tiny request per capability (one token each; a 4xx answer means "no")."""
+        chat, completions = f"{self.base_url}/chat/completions", f"{self.base_url}/completions"
+        ask = [{"role": "user", "content": "Say yes."}]
+        base = {"model": self.model, "max_tokens": 1, "temperature": 0.0}
+        caps: dict[str, Any] = {"logprobs": False, "logprob_fields": None, "n": False, "prefill": False,
+                                "model": self.model, "probed": True}  # fmt: skip
+        lp_tries: list[tuple[str, str, dict[str, Any]]] = []
+        if self.logprobs and self.chat:
+            lp_tries += [
+                ("logprobs", chat, {"messages": ask, "logprobs": True}),
+                ("logprobs+top_logprobs", chat, {"messages": ask, "logprobs": True, "top_logprobs": 1}),
+            ]
+        if self.logprobs and (not self.chat or self.tokenizer_ref is not None):
+            lp_tries.append(("completions", completions, {"prompt": "Say yes.", "logprobs": 1}))
+        for fields, url, extra in lp_tries:
+            answer = self._probe_post(url, {**base, **extra})
+            if answer is None:
+                continue
+            caps["model"] = answer.get("model") or caps["model"]
+            choices = answer.get("choices") or [{}]
+            if _choice_logprobs(choices[0].get("logprobs"))[1] is not None:
+                caps["logprobs"], caps["logprob_fields"] = True, fields
+                break
+        url, ask_body = (chat, {"messages": ask}) if self.chat else (completions, {"prompt": "Say yes."})
+        answer = self._probe_post(url, {**base, **ask_body, "temperature": 1.0, "n": 2, "seed": 0})
+        caps["n"] = answer is not None and len(answer.get("choices") or ()) >= 2
+        if self.chat:
+            prefilled = [*ask, {"role": "assistant", "content": "Yes"}]
+            kept = self._probe_post(chat, {**base, "messages": prefilled, "continue_final_message": True,
+                                           "add_generation_prompt": False})  # fmt: skip
+            reopened = self._probe_post(chat, {**base, "messages": prefilled, "continue_final_message": False,
+                                               "add_generation_prompt": True})  # fmt: skip
+            tokens = [int(((a or {}).get("usage") or {}).get("prompt_tokens") or 0) for a in (kept, reopened)]
+            caps["prefill"] = 0 < tokens[0] < tokens[1]  # a continued prefill is not closed and re-opened
+        return caps
+
+    def _probe_post(self, url: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self.post(url, {**body, **self.extra_body}, timeout=self.request_timeout(1))
+        except LLMRequestError as err:
+            if err.status is not None and 400 <= err.status < 500:
+                return None
+            raise
+
+    def identity(self) -> str:
+        """Everything besides the prompt and the sampling fields that changes a reply: the generation
+        cache's key (a server that serves another model behind the same URL misses the cache)."""
+        caps = self.capabilities
+        return json.dumps(
+            {
+                "backend": type(self).__name__, "base_url": self.base_url, "model": self.model,
+                "served_model": caps.get("model"), "chat": self.chat, "logprobs": self.logprobs,
+                "logprob_fields": caps.get("logprob_fields"), "server_prefill": caps.get("prefill"),
+                "tokenizer": self.tokenizer_ref, "extra_body": self.extra_body,
+            },
+            sort_keys=True,
+        )  # fmt: skip
+
     # -- requests -----------------------------------------------------------------------------------
 
-    def request_body(self, prompt: Prompt, params: SamplingParams, n: int | None = None) -> dict[str, Any]:
-        """The JSON body sent for one prompt."""
+    def request_timeout(self, max_tokens: int) -> float:
+        """Seconds one request may take: `timeout + max_tokens * timeout_per_token`."""
+        return self.timeout + max_tokens * self.timeout_per_token
+
+    def request(self, prompt: Prompt, params: SamplingParams, n: int | None = None) -> tuple[str, dict[str, Any]]:
+        """(url, JSON body) of one request for `prompt` (see the module docstring for the route)."""
+        caps = self.capabilities
         body: dict[str, Any] = {
             "model": self.model,
             "n": n or params.n,
@@ -147,28 +277,48 @@ class OpenAICompatLLM(LLM):
             "temperature": params.temperature,
             "top_p": params.top_p,
         }
-        if self.chat:
+        logprobs = self.logprobs and caps["logprobs"]
+        local = self.chat and (
+            (continues_reply(prompt) and not caps["prefill"]) or (logprobs and caps["logprob_fields"] == "completions")
+        )
+        if self.chat and not local:
+            url = f"{self.base_url}/chat/completions"
             body["messages"] = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [
                 dict(m) for m in prompt
             ]
-            if self.logprobs:
+            if logprobs:
                 body["logprobs"] = True
-            if continues_reply(prompt):  # vLLM's chat extras; other servers may ignore them or refuse
+                if caps["logprob_fields"] == "logprobs+top_logprobs":
+                    body["top_logprobs"] = 1
+            if continues_reply(prompt):  # vLLM's chat extras, sent where the probe found them honoured
                 body["continue_final_message"], body["add_generation_prompt"] = True, False
         else:
-            if not isinstance(prompt, str):
+            url = f"{self.base_url}/completions"
+            if local:
+                if self.tokenizer_ref is None:
+                    raise LLMError(
+                        f"{self.base_url} ignores assistant prefills (continue_final_message): set llm.tokenizer "
+                        "to the served model's tokenizer to render the chat template locally, or turn the "
+                        "method's prefill off"
+                    )
+                prompt = render_prompt(self.tokenizer, prompt, True)[0]
+            elif not isinstance(prompt, str):
                 raise ValueError("chat-message prompts need chat=True (the completions endpoint takes a string)")
             body["prompt"] = prompt
-            if self.logprobs:
+            if logprobs:
                 body["logprobs"] = 1
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:
             body["seed"] = params.seed
         body.update(self.extra_body)
-        return body
+        return url, body
 
-    def post(self, url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def request_body(self, prompt: Prompt, params: SamplingParams, n: int | None = None) -> dict[str, Any]:
+        """The JSON body sent for one prompt."""
+        return self.request(prompt, params, n)[1]
+
+    def post(self, url: str, body: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """POST `body` as JSON and return the decoded answer, retrying as the module docstring says."""
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"}
@@ -177,7 +327,7 @@ class OpenAICompatLLM(LLM):
             retry_after: float | None = None
             try:
                 request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                     raw = response.read()
                 try:
                     return json.loads(raw)
@@ -217,32 +367,37 @@ class OpenAICompatLLM(LLM):
         self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None = None
     ) -> list[list[Generation]]:
         per_prompt = [params if seeds is None else replace(params, seed=s) for s in (seeds or [None] * len(prompts))]
-        if len(prompts) == 1 or self.concurrency == 1:
+        self.capabilities  # noqa: B018 - probe once, before the pool's threads would each wait for it
+        if len(prompts) == 1 or self.max_concurrency == 1:
             return [self._one(p, q) for p, q in zip(prompts, per_prompt)]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(prompts))) as pool:
             return list(pool.map(self._one, prompts, per_prompt))
 
     def _one(self, prompt: Prompt, params: SamplingParams) -> list[Generation]:
-        """`params.n` generations of one prompt; servers that ignore `n` (llama.cpp) are asked again."""
+        """`params.n` generations of one prompt; a server that ignores `n` (llama.cpp) is asked once per
+        missing sample, with a derived seed, and every request's prompt tokens are charged."""
         gens: list[Generation] = []
+        prompt_tokens = requests = 0
+        honours_n = self.capabilities["n"]
         while len(gens) < params.n:
             missing = params.n - len(gens)
-            body = self.request_body(prompt, params, n=missing)
+            url, body = self.request(prompt, params, n=missing if honours_n else 1)
             if params.seed is not None and gens:
-                body["seed"] = params.seed + len(gens)  # a re-ask with the same seed would repeat itself
-            answer = self.post(self.endpoint, body)
-            new = self.parse(answer, params)
+                body["seed"] = derived_seed(params.seed, len(gens))
+            answer = self.post(url, body, timeout=self.request_timeout(params.max_new_tokens))
+            new = self.parse(answer, params, url)
             if not new:
-                raise LLMRequestError(f"{self.endpoint} answered without choices: {str(answer)[:200]}")
+                raise LLMRequestError(f"{url} answered without choices: {str(answer)[:200]}")
+            prompt_tokens, requests = prompt_tokens + new[0].prompt_tokens, requests + 1
             gens.extend(new[:missing])
-        return gens
+        return gens if requests == 1 else [replace(g, prompt_tokens=prompt_tokens) for g in gens]
 
-    def parse(self, answer: Mapping[str, Any], params: SamplingParams) -> list[Generation]:
+    def parse(self, answer: Mapping[str, Any], params: SamplingParams, url: str | None = None) -> list[Generation]:
         """Generations from one response body (chat or completions), in choice order."""
         try:
             choices = sorted(answer["choices"], key=lambda c: c.get("index", 0))
         except (KeyError, TypeError) as err:
-            raise LLMRequestError(f"unexpected response from {self.endpoint}: {str(answer)[:300]}") from err
+            raise LLMRequestError(f"unexpected response from {url or self.endpoint}: {str(answer)[:300]}") from err
         usage = answer.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens") or 0)
         parsed, generated = [], []
@@ -274,6 +429,23 @@ class OpenAICompatLLM(LLM):
 
     def __repr__(self) -> str:
         return f"OpenAICompatLLM(name={self.name!r}, model={self.model!r}, base_url={self.base_url!r})"
+
+
+def derived_seed(seed: int, sample: int) -> int:
+    """The seed of sample `sample` of a prompt seeded `seed` when each sample is its own request: a hash of
+    both (31 bits, which every server's seed type holds), so it is no other request's seed, as seed + 1
+    would be (the next question's or search step's)."""
+    digest = hashlib.sha256(f"hoprag-sample:{seed}:{sample}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def _declared(capabilities: Mapping[str, Any], chat: bool, model: str) -> dict[str, Any]:
+    """Declared capabilities (probe off), completed: log-probs by the standard fields of the endpoint."""
+    caps = {"logprobs": False, "n": True, "prefill": False, "model": model, **capabilities, "probed": False}
+    if caps["logprobs"] and not caps.get("logprob_fields"):
+        caps["logprob_fields"] = "logprobs" if chat else "completions"
+    caps.setdefault("logprob_fields", None)
+    return caps
 
 
 def _choice_logprobs(data: Any) -> tuple[list[str] | None, list[float] | None]:

@@ -137,7 +137,8 @@ def _generation(reply: str, logprob: LogProb, prompt_tokens: int, params: Sampli
     """Decode `reply` as a backend would: at most `max_new_tokens` tokens, cut before a stop string.
 
     As for `HFLLM`, `tokens` cover the kept text (a token straddling the cut is kept) and
-    `completion_tokens` counts every token generated, up to the one completing a stop string.
+    `completion_tokens` counts every token generated, up to the one completing a stop string; a scripted
+    reply has no end-of-sequence token, so nothing is left to leave out (the token rule of `Generation`).
     """
     spans = [m.span() for m in re.finditer(r"\S+", reply)]
     if isinstance(logprob, (int, float)):

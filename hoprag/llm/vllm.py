@@ -143,7 +143,7 @@ class VLLMLLM(LLM):
                     tokens=tuple(tokens[:keep]),
                     logprobs=None if logprobs is None else tuple(logprobs[:keep]),
                     prompt_tokens=prompt_tokens,
-                    completion_tokens=len(ids),
+                    completion_tokens=len(ids) - _ended_at_eos(completion),
                     finish_reason=finish,
                 )
             )
@@ -160,3 +160,10 @@ class VLLMLLM(LLM):
 
     def identity(self) -> str:
         return f"{self!r} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}"
+
+
+def _ended_at_eos(completion: Any) -> int:
+    """1 when vLLM stopped at the end-of-sequence token (finish "stop" without a stop string or stop id),
+    which its `token_ids` hold but `Generation.completion_tokens` does not count; else 0."""
+    ended = completion.finish_reason == "stop" and getattr(completion, "stop_reason", None) is None
+    return int(ended and bool(completion.token_ids))

@@ -36,6 +36,10 @@ class MethodOutput:
     stats: dict[str, float] = field(default_factory=dict)
 
 
+class MissingCapability(RuntimeError):
+    """The LLM cannot do what the method's settings need (e.g. a server without token log-probs)."""
+
+
 class Method:
     """Base class. `answer` returns one `MethodOutput` per example, in order."""
 
@@ -59,12 +63,32 @@ class Method:
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         raise NotImplementedError
 
+    def required_capabilities(self) -> dict[str, str]:
+        """What these settings need of the LLM beyond plain generation ("logprobs", "prefill", "n"), each
+        with the config switch that avoids needing it; none by default."""
+        return {}
+
+    def check_capabilities(self) -> None:
+        """Raise `MissingCapability` before any work when the LLM lacks what `required_capabilities` names
+        (a served model: what its server was probed to do, see hoprag/llm/openai_compat.py)."""
+        needs = self.required_capabilities()
+        missing = self.llm.missing_capabilities(needs)
+        if missing:
+            ways = "; ".join(f"{need}: {needs[need]}" for need in missing)
+            raise MissingCapability(
+                f"{self.name} needs {missing} from {self.llm.name}, which it does not provide "
+                f"(capabilities: {getattr(self.llm, 'capabilities', None)}). Avoid it with {ways}"
+            )
+
     def run_info(self) -> dict[str, Any]:
         """Settings that qualify every figure of a run (e.g. how tokens were counted, which verifier judged):
         the runner writes them into metrics.json's `run` section. JSON-serialisable values only."""
         info: dict[str, Any] = {"llm_max_input_tokens": self.llm.max_input_tokens}
         if self.llm.max_input_tokens is not None:
             info["llm_token_counting"] = self.llm.token_counting
+        capabilities = getattr(self.llm, "capabilities", None)  # a served model's probed server
+        if capabilities is not None:
+            info["llm_capabilities"] = capabilities
         return info
 
     def _final_answers(

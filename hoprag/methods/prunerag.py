@@ -68,6 +68,7 @@ class PruneRAG(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
+        self.answer_prefix = answer_prefix
         self.builder = PruneTreeBuilder(
             llm, retriever, k=k, max_depth=max_depth, threshold=threshold, strict_threshold=strict_threshold,
             use_confidence=use_confidence, actions=actions, retry_actions=retry_actions,
@@ -83,6 +84,19 @@ class PruneRAG(Method):
             fallback=lambda text: self.extractor(text).answer, generation=self.generation,
             answer_prefix=answer_prefix,
         )  # fmt: skip
+
+    def required_capabilities(self) -> dict[str, str]:
+        """Log-probs for the answer confidence; a working assistant prefill for the prefixes."""
+        needs = {}
+        if self.builder.use_confidence:
+            needs["logprobs"] = "method.use_confidence=false (ablation w/o Con.), or a server that returns them"
+        prefixes = [f"method.{k}=null" for k, v in (("decision_prefix", self.builder.prefix),
+                                                    ("answer_prefix", self.answer_prefix)) if v]  # fmt: skip
+        if prefixes:
+            needs["prefill"] = "llm.tokenizer=<the served model's tokenizer> (local chat template), or " + " ".join(
+                prefixes
+            )
+        return needs
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         roots = self.builder.build([ex.question for ex in examples], costs)

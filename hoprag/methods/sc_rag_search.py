@@ -68,6 +68,12 @@ class SCRAGSearch(Method):
         self.faithfulness = FaithfulnessScorer(self.judge, evidence, claim_template) if faithfulness else None
         self.search = AnswerSearch(llm, self.render, self.parse, self.reward, search, retriever)
 
+    def required_capabilities(self) -> dict[str, str]:
+        """An `answer_prefix` is an assistant prefill, which the LLM must continue, not answer anew."""
+        if not self.answer_prefix:
+            return {}
+        return {"prefill": "llm.tokenizer=<the served model's tokenizer> (local chat template), or method.answer_prefix=null"}
+
     def render(self, question: str, passages: Sequence[Passage]) -> ContextPrompt:
         """The generator prompt; an `answer_prefix` is continued, not answered (the LLM returns what
         follows it). Over the LLM's input budget the last snippets are dropped first."""

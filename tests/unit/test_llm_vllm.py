@@ -152,7 +152,7 @@ def test_output_conversion_cuts_at_stop_and_keeps_choice_order(fake_vllm):
     assert g.tokens == ("a", "n", "s", "0")
     assert g.logprobs == pytest.approx((-0.1, -0.2, -0.3, -0.4))
     assert g.prompt_tokens == len("<user>q<assistant>")
-    assert g.completion_tokens == len("ans0\nmore") + 1  # everything generated, EOS included
+    assert g.completion_tokens == len("ans0\nmore")  # everything generated but the EOS token
     assert g.finish_reason == "stop"
     assert costs[0].completion_tokens == 2 * g.completion_tokens and costs[0].llm_calls == 1
 
