@@ -314,10 +314,6 @@ class OpenAICompatLLM(LLM):
         body.update(self.extra_body)
         return url, body
 
-    def request_body(self, prompt: Prompt, params: SamplingParams, n: int | None = None) -> dict[str, Any]:
-        """The JSON body sent for one prompt."""
-        return self.request(prompt, params, n)[1]
-
     def post(self, url: str, body: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """POST `body` as JSON and return the decoded answer, retrying as the module docstring says."""
         data = json.dumps(body).encode()

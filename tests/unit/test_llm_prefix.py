@@ -30,12 +30,13 @@ def test_only_a_final_assistant_message_is_a_prefill():
 def test_openai_chat_request_asks_the_server_to_continue():
     vllm_like = {"probe": False, "capabilities": {"logprobs": True, "n": True, "prefill": True}}  # no probe
     llm = OpenAICompatLLM("m", **vllm_like)
-    body = llm.request_body(PREFILL, SamplingParams())
+    url, body = llm.request(PREFILL, SamplingParams())
+    assert url.endswith("/chat/completions")
     assert body["messages"][-1] == PREFILL[1]
     assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
-    plain = llm.request_body([USER], SamplingParams())
+    _, plain = llm.request([USER], SamplingParams())
     assert "continue_final_message" not in plain and "add_generation_prompt" not in plain
-    override = OpenAICompatLLM("m", extra_body={"add_generation_prompt": True}, **vllm_like).request_body(
+    _, override = OpenAICompatLLM("m", extra_body={"add_generation_prompt": True}, **vllm_like).request(
         PREFILL, SamplingParams()
     )
     assert override["add_generation_prompt"] is True  # extra_body still has the last word
