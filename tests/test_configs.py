@@ -20,6 +20,9 @@ MANDATORY = {
     "flashrag": ["data.questions=bamboogle/test.jsonl", "data.corpus=bamboogle/wiki18_passages.jsonl"],
     # not among the bundled samples: the hand-written official-format fixture, all three query types
     "multihop_rag": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}", "data.types=null"],
+    # ASQA and AmbigDocs: hand-written official-format fixtures, without their open corpus
+    "asqa": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}", "data.corpus=null"],
+    "ambigdocs": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}", "data.corpus=null"],
 }
 
 

@@ -47,8 +47,10 @@ class QADataset:
         sample: int | None = None,
         seed: int = 0,
         types: Sequence[str] | None = None,
+        split: str | None = None,
     ) -> None:
         self.name = name
+        self.split = split
         self.questions = questions
         self.format = format
         self.corpus_path = corpus
@@ -62,8 +64,9 @@ class QADataset:
     def _load(self, limit: int | None) -> list[QAExample]:
         path = ensure_file(self.questions, self.root)
         if self.types is None:
-            return load_questions(path, format=self.format, dataset=self.name, limit=limit)
-        kept = [ex for ex in load_questions(path, format=self.format, dataset=self.name) if ex.type in self.types]
+            return load_questions(path, format=self.format, dataset=self.name, limit=limit, split=self.split)
+        kept = [ex for ex in load_questions(path, format=self.format, dataset=self.name, split=self.split)
+                if ex.type in self.types]  # fmt: skip
         return kept[:limit]
 
     @cached_property

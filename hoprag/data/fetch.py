@@ -45,6 +45,8 @@ def _sources() -> dict[str, Source]:
     sources["crag/crag_task_1_and_2_dev_v4.jsonl.bz2"] = Source(
         "manual", "https://github.com/facebookresearch/CRAG"
     )
+    sources["asqa/ASQA.json"] = Source("url", "https://storage.googleapis.com/gresearch/ASQA/ASQA.json")
+    sources["ambigdocs/test.json"] = Source("manual", "https://huggingface.co/datasets/yoonsanglee/AmbigDocs")
     sources["retrieval-corpus/wiki18_100w.jsonl"] = Source(
         "manual", f"https://huggingface.co/datasets/{FLASHRAG_REPO}/tree/main/retrieval-corpus"
     )

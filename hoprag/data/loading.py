@@ -2,17 +2,20 @@
 
 The container (one JSON list or JSONL, optionally .bz2/.gz) is read by `iter_records`; the format is
 told by the first record's keys, which differ between all official releases, and can be forced with
-`format=`.
+`format=`. ASQA's official `ASQA.json` is the one container of another shape (an object of splits): it is
+told by its first bytes and read one split at a time (`split=`, dev by default).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hoprag.data import asqa
+from hoprag.data.ambigdocs import parse_ambigdocs
 from hoprag.data.crag import parse_crag
 from hoprag.data.flashrag import parse_flashrag
 from hoprag.data.hotpotqa import parse_hotpotqa
@@ -29,6 +32,8 @@ FORMATS: dict[str, Callable[[dict[str, Any]], QAExample]] = {
     "flashrag": parse_flashrag,
     "crag": parse_crag,
     "multihop_rag": parse_multihop_rag,
+    "asqa": asqa.parse_asqa,
+    "ambigdocs": parse_ambigdocs,
 }
 
 
@@ -38,6 +43,10 @@ def detect_format(record: dict[str, Any]) -> str | None:
         return "crag"
     if "golden_answers" in record:
         return "flashrag"
+    if "ambiguous_question" in record and "qa_pairs" in record:
+        return "asqa"
+    if "ambiguous_entity" in record and "documents" in record:
+        return "ambigdocs"
     if "evidence_list" in record and "query" in record:
         return "multihop_rag"
     if "paragraphs" in record and "question_decomposition" in record:
@@ -49,21 +58,8 @@ def detect_format(record: dict[str, Any]) -> str | None:
     return None
 
 
-def load_questions(
-    path: str | os.PathLike,
-    format: str | None = None,
-    dataset: str | None = None,
-    limit: int | None = None,
-) -> list[QAExample]:
-    """Load a question file into `QAExample`s.
-
-    `dataset` names the examples (default: the format name; for FlashRAG files, whose layout is
-    `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N records and stops
-    reading there, so a JSONL train split can be sampled cheaply. Every record read is checked
-    (`hoprag.data.validation`), so a bad one fails here, before any question is answered.
-    """
-    if format is not None and format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+def _detected(path: str | os.PathLike, format: str | None) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
+    """The format (the given one, else told by the first record's keys) and the file's records."""
     records = iter_records(path)
     first = next(records)  # an empty file raises DataFormatError
     if format is None:
@@ -73,7 +69,33 @@ def load_questions(
                 f"{first[0]}: cannot tell the dataset format from keys {sorted(first[1])}; "
                 f"pass format= one of {sorted(FORMATS)}"
             )
-    records = itertools.chain([first], records)
+    return format, itertools.chain([first], records)
+
+
+def load_questions(
+    path: str | os.PathLike,
+    format: str | None = None,
+    dataset: str | None = None,
+    limit: int | None = None,
+    split: str | None = None,
+) -> list[QAExample]:
+    """Load a question file into `QAExample`s.
+
+    `dataset` names the examples (default: the format name; for FlashRAG files, whose layout is
+    `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N records and stops
+    reading there, so a JSONL train split can be sampled cheaply. `split` picks the split of a file that
+    holds several (ASQA's `ASQA.json`: "dev", the default, or "train"); other files hold one. Every
+    record read is checked (`hoprag.data.validation`), so a bad one fails here, before any question is
+    answered.
+    """
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    if format in (None, "asqa") and asqa.is_release(path):
+        format, records = "asqa", asqa.iter_release(path, split or "dev")
+    elif split is not None:
+        raise ValueError(f"split={split!r}: {path} holds one split (only ASQA's ASQA.json holds several)")
+    else:
+        format, records = _detected(path, format)
     examples = list(itertools.islice(parse_records(records, FORMATS[format]), limit))
     name = dataset or (Path(path).parent.name if format == "flashrag" else format)
     for ex in examples:

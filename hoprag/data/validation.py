@@ -66,3 +66,14 @@ def identifier(value: Any, field: str) -> str:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
     raise ValueError(f"{field!r} must be a string or an integer, got {_shown(value)}")
+
+
+def objects(values: Any, field: str) -> list[dict[str, Any]]:
+    """A non-empty list of JSON objects (ASQA `qa_pairs`, AmbigDocs `documents`): the gold structure the
+    ambiguous-question metrics average over, so an empty one would leave them undefined."""
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"{field!r} must be a non-empty list of objects, got {_shown(values)}")
+    for i, value in enumerate(values):
+        if not isinstance(value, dict):
+            raise ValueError(f"{f'{field}[{i}]'!r} must be an object, got {_shown(value)}")
+    return values

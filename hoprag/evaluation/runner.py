@@ -2,7 +2,8 @@
 
 Every answered batch is appended to `predictions.jsonl` before the next one starts, so a killed run resumes
 where it stopped when rerun in the same run directory. Each record carries everything its scoring needs
-(gold answers, gold titles, gold passage texts, and the retrieved passages as they were), so `metrics.json`
+(gold answers, gold titles, gold passage texts, the retrieved passages as they were, and for ASQA and
+AmbigDocs questions their gold structure under the optional key `ambiguity`), so `metrics.json`
 is computed from the records alone, in dataset order: a resumed run reports exactly what an uninterrupted
 one does (bar the measured seconds), and today's files never rescore yesterday's answers.
 
@@ -155,7 +156,7 @@ def refuse_mixing(
 
 def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, suite: MetricSuite) -> dict[str, Any]:
     row = EvalRow.from_example(example, output.prediction, output.retrieved)
-    return {
+    record = {
         "id": example.id,
         "method": method,
         "question": example.question,
@@ -170,6 +171,9 @@ def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, s
         "stats": dict(output.stats),
         "trace": output.trace,
     }
+    if row.ambiguity is not None:  # ASQA / AmbigDocs only: the other datasets' records stay as they were
+        record["ambiguity"] = row.ambiguity
+    return record
 
 
 def _evidence(passage: Passage) -> dict[str, str]:
@@ -187,6 +191,7 @@ def _row(record: Mapping[str, Any]) -> EvalRow:
         retrieved=[Passage(p["id"], p["title"], p["text"], p.get("origin", "")) for p in record["retrieved"]],
         gold_titles=record["gold_titles"],
         gold_passages=record["gold_passages"],
+        ambiguity=record.get("ambiguity"),
     )
 
 

@@ -12,7 +12,9 @@ from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.methods.sc_rag_select import SCRAGSelect
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.methods.topk_rag import TopKRAG
+from hoprag.methods.tree_retrieval import TreeRetrievalMethod
 from hoprag.methods.treehop import TreeHopMethod
+from hoprag.methods.treerare import TreeRare
 
 __all__ = [
     "AnswerExtractor",
@@ -30,4 +32,6 @@ __all__ = [
     "StandardRAG",
     "TopKRAG",
     "TreeHopMethod",
+    "TreeRare",
+    "TreeRetrievalMethod",
 ]

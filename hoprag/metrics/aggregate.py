@@ -1,20 +1,24 @@
 """One metric suite for every method, so all runs report the same keys the same way.
 
 Values are percentages with one decimal, as FlashRAG and the papers report them. Keys follow `stage/name`:
-answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, plus PruneRAG's `efr` and
-`forget_rate`), retrieval metrics sit under `retrieval/` and keep the two recall families apart
-(`passage_recall*` vs `answer_recall*`). A metric that is undefined for the rows (nothing retrieved, no gold
-passages, no question with all gold retrieved) is left out rather than reported as 0.
+answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, TreeRare's `cover_em`, plus PruneRAG's
+`efr` and `forget_rate`), retrieval metrics sit under `retrieval/` and keep the two recall families apart
+(`passage_recall*` vs `answer_recall*`), and the ambiguous-question metrics sit under `asqa/` and
+`ambigdocs/` (`hoprag.metrics.ambiguous`), averaged over the questions that carry their gold structure. A
+metric that is undefined for the rows (nothing retrieved, no gold passages, no question with all gold
+retrieved, no ASQA question or no QA reader) is left out rather than reported as 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from hoprag.data.types import Passage, QAExample
-from hoprag.metrics.answer import answer_contains, exact_match, token_scores
+from hoprag.metrics.ambiguous import QAReader, TransformersReader, ambiguity_scores, asqa_disambig_f1
+from hoprag.metrics.answer import answer_contains, cover_em, exact_match, token_scores
 from hoprag.metrics.retrieval import (
     Match,
     aggregate_passage_recall,
@@ -34,7 +38,8 @@ class EvalRow:
     `retrieved` is every passage the method read: in rank order for one-shot retrieval, in retrieval order
     across hops and nodes for multi-hop methods. Repeats are dropped by passage id before any cut at k.
     `gold_titles` feed title-matched passage recall (TreeHop); `gold_passages` are gold passage texts for
-    PruneRAG's token-overlap match.
+    PruneRAG's token-overlap match. `ambiguity` is the gold structure of an ASQA or AmbigDocs question
+    (`QAExample.metadata["ambiguity"]`, see `hoprag.metrics.ambiguous`), None for other datasets.
     """
 
     prediction: str
@@ -42,6 +47,7 @@ class EvalRow:
     retrieved: Sequence[Passage] = ()
     gold_titles: Sequence[str] = ()
     gold_passages: Sequence[str] = ()
+    ambiguity: Mapping[str, Any] | None = None
 
     @classmethod
     def from_example(
@@ -56,6 +62,7 @@ class EvalRow:
             retrieved=list(retrieved),
             gold_titles=list(example.supporting_titles),
             gold_passages=[p.text for p in example.context if p.title in supporting],
+            ambiguity=example.metadata.get("ambiguity"),
         )
 
 
@@ -86,29 +93,41 @@ class MetricSuite:
     (keys without `@k`), which is what multi-hop methods report. `passage_match` picks how gold passages
     are matched: `title` (exact title, TreeHop) or `token_overlap` (PruneRAG's rule on texts, with
     `overlap_threshold`). Micro passage recall is the headline `passage_recall`; macro is `_macro`.
+    `cover_em` checks the first gold answer only (TreeRare's script), or every alias with
+    `cover_em_aliases`. `qa_reader` (a `QAReader`, or a SQuAD 2.0 checkpoint name or path for a
+    `TransformersReader`) enables ASQA's `asqa/disambig_f1`; without one it is not reported.
     """
 
     ks: Sequence[int] = (5,)
     passage_match: str = "title"
     overlap_threshold: float = 0.75
+    cover_em_aliases: bool = False
+    qa_reader: QAReader | str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
+        if isinstance(self.qa_reader, str):
+            object.__setattr__(self, "qa_reader", TransformersReader(self.qa_reader))
         if any(k < 1 for k in self.ks):
             raise ValueError(f"ks must be positive, got {self.ks}")
         if self.passage_match not in PASSAGE_MATCHES:
             raise ValueError(f"passage_match must be one of {PASSAGE_MATCHES}, got {self.passage_match!r}")
 
     def answer_scores(self, row: EvalRow) -> dict[str, float]:
-        """Per-question answer metrics as fractions (for traces and paired significance tests)."""
+        """Per-question answer metrics as fractions (for traces and paired significance tests), with the
+        reader-free ambiguous-question metrics when the row carries their gold structure."""
         f1, precision, recall = token_scores(row.prediction, row.golds)
-        return {
+        scores = {
             "em": exact_match(row.prediction, row.golds),
             "f1": f1,
             "precision": precision,
             "recall": recall,
             "acc": answer_contains(row.prediction, row.golds),
+            "cover_em": cover_em(row.prediction, row.golds, aliases=self.cover_em_aliases),
         }
+        if row.ambiguity is not None:
+            scores.update(ambiguity_scores(row.prediction, row.ambiguity))
+        return scores
 
     def _match(self) -> Match | None:
         if self.passage_match == "title":
@@ -125,8 +144,12 @@ class MetricSuite:
             raise ValueError("no rows to score")
         per_question = [self.answer_scores(row) for row in rows]
         out: dict[str, float | int] = {"n": len(rows)}
-        for name in per_question[0]:
-            out[name] = _pct(_mean([scores[name] for scores in per_question]))
+        for name in dict.fromkeys(name for scores in per_question for name in scores):
+            out[name] = _pct(_mean([scores[name] for scores in per_question if name in scores]))
+        asqa = [row for row in rows if row.ambiguity is not None and "qa_pairs" in row.ambiguity]
+        if asqa and self.qa_reader is not None:
+            f1s = [asqa_disambig_f1(row.prediction, row.ambiguity, self.qa_reader) for row in asqa]
+            out["asqa/disambig_f1"] = _pct(_mean(f1s))
 
         passages = [_distinct(row.retrieved) for row in rows]
         if not any(passages):

@@ -87,3 +87,10 @@ def answer_contains(prediction: str, golds: Golds) -> float:
     pred = normalize_answer(prediction)
     gold_list = (normalize_answer(g) for g in as_gold_list(golds))
     return float(bool(pred) and any(g and g in pred for g in gold_list))
+
+
+def cover_em(prediction: str, golds: Golds, aliases: bool = False) -> float:
+    """TreeRare's COVER-EM: `answer_contains` against the dataset's answer string only (the first gold), as
+    its evaluation script reads the single `answer` field; `aliases=True` takes the max over every gold."""
+    gold_list = as_gold_list(golds)
+    return answer_contains(prediction, gold_list if aliases else gold_list[:1])

@@ -276,7 +276,7 @@ def test_suite_token_overlap_mode_and_missing_families() -> None:
     assert not any(key.startswith("retrieval/passage_recall") for key in title_out)
     assert "efr" not in title_out
     # nothing retrieved: answer metrics only
-    assert set(MetricSuite()([EvalRow("mat", ["mat"])])) == {"n", "em", "f1", "precision", "recall", "acc"}
+    assert set(MetricSuite()([EvalRow("mat", ["mat"])])) == {"n", "em", "f1", "precision", "recall", "acc", "cover_em"}
 
 
 def test_suite_leaves_efr_out_when_no_question_has_all_gold() -> None:

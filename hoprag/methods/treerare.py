@@ -1,0 +1,76 @@
+"""TreeRare (spec/treerare.md): the question's parse tree guides retrieval and reasoning, bottom-up.
+
+    python eval.py +method=treerare data=hotpotqa [tree=ct] [task=ambiguous] [method.k=10]
+    python eval.py +experiment=treerare_wo_qg data=hotpotqa     # a Table 3 ablation (conf/experiment/)
+    python scripts/show_treerare.py <run dir>                   # one question's tree, queries and evidence
+
+The traversal lives in `hoprag.search.treerare`; this class wires it to the runner: the trees of a batch,
+level by level, then one FAG call per question whose answer is read after the last FINAL marker (no marker:
+the extractor's reading of the whole reply, counted as a parse failure). Every passage read anywhere in the
+tree is `retrieved`; the tree goes in the trace, its figures (nodes, height, queries, fallbacks) in `stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hoprag.cost import Cost
+from hoprag.data.types import QAExample
+from hoprag.llm.base import LLM
+from hoprag.methods.answer_extraction import AnswerExtractor
+from hoprag.methods.base import Method, MethodOutput
+from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.steps import llm_step
+from hoprag.search.treerare.parsing import final_answer
+from hoprag.search.treerare.traversal import TreeParser, TreeRareSearch
+
+
+def read_final(text: str, task: str, extractor: AnswerExtractor) -> tuple[str, bool]:
+    """(answer, parse failed): multi-hop answers are the extractor's reading of the text after FINAL,
+    ambiguous ones the whole long-form text after it; without the marker, the whole reply (a failure)."""
+    after = final_answer(text)
+    if task == "ambiguous":
+        return (text.strip(), True) if after is None else (after, not after)
+    if after is None:
+        return extractor(text).answer, True
+    extraction = extractor(after)
+    return extraction.answer, extraction.failed
+
+
+class TreeRare(Method):
+    """`parsers` maps tree kinds to parsers (conf/method/treerare.yaml: `dt` spaCy, `ct` Stanza); `tree`
+    picks one. The other knobs are `TreeRareSearch`'s; `generation` overrides the FAG call's sampling."""
+
+    name = "treerare"
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever,
+        parsers: Mapping[str, TreeParser],
+        tree: str = "dt",
+        task: str = "multihop",
+        use_tree: bool = True,
+        batching: str = "level",
+        search: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(llm, retriever, **kwargs)
+        if tree not in parsers:
+            raise ValueError(f"tree must be one of {sorted(parsers)}, got {tree!r}")
+        self.task = task
+        self.one_by_one = batching == "node"
+        self.search = TreeRareSearch(llm, retriever, parsers[tree] if use_tree else None, kind=tree, task=task,
+                                     use_tree=use_tree, batching=batching, **dict(search or {}))  # fmt: skip
+
+    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        trees = self.search.search([ex.question for ex in examples], costs)
+        prompts = [self.search.final_prompt(t) for t in trees]
+        replies = llm_step(self.llm, prompts, costs, "answer", self.one_by_one, **self.generation)
+        outputs = []
+        for tree, reply in zip(trees, replies):
+            prediction, failed = read_final(reply.text, self.task, self.extractor)
+            trace = {"tree": tree.to_dict(), "output": reply.text}
+            outputs.append(MethodOutput(prediction, tree.passages(), trace, failed, tree.stats()))
+        return outputs
