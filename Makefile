@@ -51,12 +51,15 @@ test-servers: $(STAMP) $(SERVERS_VENV)/.installed
 
 # Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample; standard RAG with
 # SmolLM2 on a handful of its questions (the dense index is reused from step one); PruneRAG trees on a few
-# questions, printed; MMKP context selection (no LLM) on 20 questions.
+# questions, printed; one TreeRare tree (spaCy dependency tree; BM25 top-5 per query keeps SmolLM2's prompts
+# short), printed; MMKP context selection (no LLM) on 20 questions.
 demo: $(STAMP)
 	$(OFFLINE) $(PY) -m hoprag.eval_retrieval data=hotpotqa
 	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=8
 	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=4 show=0 overwrite=true hydra.run.dir=logs/demo/prunerag
 	$(PY) scripts/show_trees.py logs/demo/prunerag -n 4
+	$(OFFLINE) $(PY) eval.py +method=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=logs/demo/treerare
+	$(PY) scripts/show_treerare.py logs/demo/treerare -n 1
 	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=20 show=0 method.generate=false
 
 # The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.
@@ -70,6 +73,7 @@ bench: $(STAMP)
 	$(OFFLINE) $(PY) scripts/bench_llm.py
 	$(OFFLINE) $(PY) scripts/bench_mmkp.py
 	$(OFFLINE) $(PY) scripts/bench_prunerag.py
+	$(OFFLINE) $(PY) scripts/bench_treerare.py
 	$(OFFLINE) $(PY) scripts/bench_mcts.py
 	$(OFFLINE) $(PY) scripts/bench_treehop.py
 

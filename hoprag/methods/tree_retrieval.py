@@ -21,7 +21,7 @@ from hoprag.retrieval.rerankers import Reranker
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
 from hoprag.search.treerare import prompts as P
-from hoprag.search.treerare.traversal import TreeParser, as_evidence, ordered_context
+from hoprag.search.treerare.traversal import TreeParser, as_evidence, ordered_context, parser_for
 from hoprag.search.treerare.tree_retrieval import TreeRetrieval
 
 
@@ -45,13 +45,11 @@ class TreeRetrievalMethod(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        if tree not in parsers:
-            raise ValueError(f"tree must be one of {sorted(parsers)}, got {tree!r}")
         if task not in P.TASKS:
             raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
         self.generate, self.task = generate, task
         self.one_by_one = batching == "node"
-        self.search = TreeRetrieval(retriever, parsers[tree], reranker, kind=tree, k=k, keep=keep,
+        self.search = TreeRetrieval(retriever, parser_for(parsers, tree), reranker, kind=tree, k=k, keep=keep,
                                     min_tokens=min_tokens, collapse_unary=collapse_unary, batching=batching)  # fmt: skip
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:

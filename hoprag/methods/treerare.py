@@ -23,7 +23,7 @@ from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
 from hoprag.search.treerare.parsing import final_answer
-from hoprag.search.treerare.traversal import TreeParser, TreeRareSearch
+from hoprag.search.treerare.traversal import TreeParser, TreeRareSearch, parser_for
 
 
 def read_final(text: str, task: str, extractor: AnswerExtractor) -> tuple[str, bool]:
@@ -57,11 +57,10 @@ class TreeRare(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        if tree not in parsers:
-            raise ValueError(f"tree must be one of {sorted(parsers)}, got {tree!r}")
         self.task = task
         self.one_by_one = batching == "node"
-        self.search = TreeRareSearch(llm, retriever, parsers[tree] if use_tree else None, kind=tree, task=task,
+        parser = parser_for(parsers, tree) if use_tree else None
+        self.search = TreeRareSearch(llm, retriever, parser, kind=tree, task=task,
                                      use_tree=use_tree, batching=batching, **dict(search or {}))  # fmt: skip
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:

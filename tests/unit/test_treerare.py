@@ -355,3 +355,12 @@ def test_tree_retrieval_reranks_subtree_passages_against_the_question_and_keeps_
     (out,), costs = ask(method)
     assert out.prediction == "Simply Red." and costs[0].llm_calls == 1
     assert llm.calls[-1].texts[0].count("#context:") == 15
+
+
+def test_an_unknown_tree_kind_or_task_is_refused_at_construction():
+    with pytest.raises(ValueError, match="tree must be one of"):
+        TreeRare(scripted(), StubRetriever(), {"ct": BracketParser()}, tree="dt")
+    with pytest.raises(ValueError, match="task must be one of"):
+        build(task="multi-hop")
+    with pytest.raises(ValueError, match="tree must be one of"):
+        TreeRetrievalMethod(scripted(), StubRetriever(), {"ct": BracketParser()}, NoReranker(), tree="dt")

