@@ -142,6 +142,19 @@ def test_embedding_reranker_encodes_the_batch_once_and_each_distinct_passage_onc
     assert embedder.calls == []  # nothing to score: no model call
 
 
+def test_embedding_reranker_encodes_a_question_or_passage_seen_before_only_once():
+    embedder = HashEmbedder()
+    reranker = EmbeddingReranker(embedder)
+    first = reranker.rerank(["capital of France"], [hits("paris", "berlin")], k=2)
+    again = reranker.rerank(["capital of France", "river Nile"], [hits("berlin", "paris", "nile"), hits("nile")], k=2)
+    assert embedder.calls == [1, 2, 1, 1]  # then only "river Nile" and the nile passage are new
+    assert ids(again[0]) == ids(first[0])  # the same scores from remembered vectors
+    small = EmbeddingReranker(HashEmbedder(), cache_size=2)
+    small.rerank(["q"], [hits("paris", "berlin")], k=2)
+    small.rerank(["q"], [hits("nile", "tokyo")], k=2)  # over the cache size: forgets, still scores every pool
+    assert small.embedder.calls == [1, 2, 2] and len(small._passages) == 2
+
+
 class FakeCrossEncoder:
     """Stands in for sentence_transformers.CrossEncoder: scores a pair by words shared; records its use."""
 
