@@ -11,13 +11,13 @@ QG / SAG replies) and the question's figures; at the end the run's TreeRare metr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hoprag.evaluation.predictions import metrics_summary, run_records
 from hoprag.search.treerare.show import format_tree
 
 SUMMARY = (
@@ -56,14 +56,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("-n", type=int, default=1, help="questions to show (0: all)")
     parser.add_argument("--outputs", action="store_true", help="whole evidence and the raw QG / SAG replies")
     args = parser.parse_args(argv)
-    predictions = args.run_dir / "predictions.jsonl"
-    if not predictions.is_file():
-        raise SystemExit(f"{predictions} not found: give the run directory of an eval.py run")
-    with open(predictions, encoding="utf-8") as f:
-        records = [json.loads(line) for line in f]
-    records = [r for r in records if is_treerare(r)]
+    try:
+        records = [r for r in run_records(args.run_dir) if is_treerare(r)]
+    except FileNotFoundError as e:
+        raise SystemExit(str(e)) from None
     if not records:
-        raise SystemExit(f"{predictions} holds no TreeRare trees (was the method +method=treerare or tree_retrieval?)")
+        raise SystemExit(f"{args.run_dir} holds no TreeRare trees (was the method +method=treerare or tree_retrieval?)")
     for r in records[: args.n or None]:
         print(header(r))
         print(format_tree(r["trace"]["tree"], outputs=args.outputs))
@@ -71,10 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"   final output: {' '.join(r['trace']['output'].split())}")
         stats = ", ".join(f"{k}={v:g}" for k, v in r.get("stats", {}).items())
         print(f"   {stats}\n")
-    metrics_file = args.run_dir / "metrics.json"
-    if metrics_file.is_file():
-        metrics = json.loads(metrics_file.read_text())["metrics"]
-        print("\n".join(f"  {k:<34} {metrics[k]}" for k in SUMMARY if k in metrics))
+    print(metrics_summary(args.run_dir, SUMMARY))
 
 
 if __name__ == "__main__":

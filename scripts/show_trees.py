@@ -11,9 +11,9 @@ free-text fallbacks, repaired JSON, share of trees grown past the root).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from hoprag.evaluation.predictions import metrics_summary, run_records
 from hoprag.search.prunerag import format_tree
 
 SUMMARY = (
@@ -30,24 +30,19 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=3, help="questions to show (0: all)")
     parser.add_argument("--outputs", action="store_true", help="also print the raw decision outputs")
     args = parser.parse_args()
-    predictions = args.run_dir / "predictions.jsonl"
-    if not predictions.is_file():
-        raise SystemExit(f"{predictions} not found: give the run directory of an eval.py run")
-    with open(predictions, encoding="utf-8") as f:
-        records = [json.loads(line) for line in f]
-    records = [r for r in records if "tree" in r.get("trace", {})]
+    try:
+        records = [r for r in run_records(args.run_dir) if "tree" in r.get("trace", {})]
+    except FileNotFoundError as e:
+        raise SystemExit(str(e)) from None
     if not records:
-        raise SystemExit(f"{predictions} holds no PruneRAG trees (was the method +method=prunerag?)")
+        raise SystemExit(f"{args.run_dir} holds no PruneRAG trees (was the method +method=prunerag?)")
     for r in records[: args.n or None]:
         em = r["scores"]["em"]
         print(f"Q: {r['question']}\n   gold: {r['golds'][:3]}   predicted: {r['prediction']!r}   EM={em:.0f}")
         print(format_tree(r["trace"]["tree"], outputs=args.outputs))
         stats = ", ".join(f"{k}={v:g}" for k, v in r.get("stats", {}).items())
         print(f"   {stats}\n")
-    metrics_file = args.run_dir / "metrics.json"
-    if metrics_file.is_file():
-        metrics = json.loads(metrics_file.read_text())["metrics"]
-        print("\n".join(f"  {k:<34} {metrics[k]}" for k in SUMMARY if k in metrics))
+    print(metrics_summary(args.run_dir, SUMMARY))
 
 
 if __name__ == "__main__":

@@ -82,3 +82,20 @@ class PredictionFile:
 
 def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def run_records(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The prediction records of an `eval.py` run directory (for scripts that show a run)."""
+    path = Path(run_dir) / "predictions.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: give the run directory of an eval.py run")
+    return PredictionFile(path).records
+
+
+def metrics_summary(run_dir: str | os.PathLike, keys: Iterable[str]) -> str:
+    """`keys` of the run's metrics.json, one per line ("" before the run has finished once)."""
+    path = Path(run_dir) / "metrics.json"
+    if not path.is_file():
+        return ""
+    metrics = json.loads(path.read_text())["metrics"]
+    return "\n".join(f"  {k:<34} {metrics[k]}" for k in keys if k in metrics)

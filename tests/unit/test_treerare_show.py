@@ -163,6 +163,7 @@ def test_the_script_refuses_a_directory_without_treerare_trees(tmp_path):
     show = script()
     with pytest.raises(SystemExit, match="not found"):
         show.main([str(tmp_path)])
-    (tmp_path / "predictions.jsonl").write_text(json.dumps({"trace": {"tree": {"kind": "question"}}}) + "\n")
+    # a PruneRAG record: its trace tree is one nested root node, not TreeRare's node list
+    (tmp_path / "predictions.jsonl").write_text(json.dumps({"id": "q1", "trace": {"tree": {"kind": "question"}}}) + "\n")
     with pytest.raises(SystemExit, match="no TreeRare trees"):
         show.main([str(tmp_path)])
