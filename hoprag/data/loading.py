@@ -2,7 +2,8 @@
 
 The container (one JSON list or JSONL, optionally .bz2/.gz) is read by `iter_records`; the format is
 told by the first record's keys, which differ between all official releases, and can be forced with
-`format=`. ASQA's official `ASQA.json` is the one container of another shape (an object of splits): it is
+`format=`. A format's parser returns one example, or a list of them when one record holds several
+questions (TAT-QA: a context with its questions). ASQA's official `ASQA.json` is the one container of another shape (an object of splits): it is
 told by its first bytes and read one split at a time (`split=`, dev by default).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,11 @@ from hoprag.data.hotpotqa import parse_hotpotqa
 from hoprag.data.multihop_rag import parse_multihop_rag
 from hoprag.data.musique import parse_musique
 from hoprag.data.records import DataFormatError, iter_records, parse_records
+from hoprag.data.tatqa import parse_tatqa
 from hoprag.data.twowiki import parse_2wiki
 from hoprag.data.types import QAExample
 
-FORMATS: dict[str, Callable[[dict[str, Any]], QAExample]] = {
+FORMATS: dict[str, Callable[[dict[str, Any]], QAExample | list[QAExample]]] = {
     "hotpotqa": parse_hotpotqa,
     "2wikimultihopqa": parse_2wiki,
     "musique": parse_musique,
@@ -34,11 +36,14 @@ FORMATS: dict[str, Callable[[dict[str, Any]], QAExample]] = {
     "multihop_rag": parse_multihop_rag,
     "asqa": asqa.parse_asqa,
     "ambigdocs": parse_ambigdocs,
+    "tatqa": parse_tatqa,
 }
 
 
 def detect_format(record: dict[str, Any]) -> str | None:
     """The format whose official record has these keys, or None."""
+    if "table" in record and "paragraphs" in record and "questions" in record:
+        return "tatqa"
     if "interaction_id" in record or "search_results" in record:
         return "crag"
     if "golden_answers" in record:
@@ -72,6 +77,12 @@ def _detected(path: str | os.PathLike, format: str | None) -> tuple[str, Iterato
     return format, itertools.chain([first], records)
 
 
+def _examples(parsed: Iterable[QAExample | list[QAExample]]) -> Iterator[QAExample]:
+    """Each record's examples in order: one, or the several a context record holds."""
+    for item in parsed:
+        yield from item if isinstance(item, list) else (item,)
+
+
 def load_questions(
     path: str | os.PathLike,
     format: str | None = None,
@@ -82,8 +93,8 @@ def load_questions(
     """Load a question file into `QAExample`s.
 
     `dataset` names the examples (default: the format name; for FlashRAG files, whose layout is
-    `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N records and stops
-    reading there, so a JSONL train split can be sampled cheaply. `split` picks the split of a file that
+    `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N examples (questions) and
+    stops reading there, so a JSONL train split can be sampled cheaply. `split` picks the split of a file that
     holds several (ASQA's `ASQA.json`: "dev", the default, or "train"); other files hold one. Every
     record read is checked (`hoprag.data.validation`), so a bad one fails here, before any question is
     answered.
@@ -96,7 +107,7 @@ def load_questions(
         raise ValueError(f"split={split!r}: {path} holds one split (only ASQA's ASQA.json holds several)")
     else:
         format, records = _detected(path, format)
-    examples = list(itertools.islice(parse_records(records, FORMATS[format]), limit))
+    examples = list(itertools.islice(_examples(parse_records(records, FORMATS[format])), limit))
     name = dataset or (Path(path).parent.name if format == "flashrag" else format)
     for ex in examples:
         ex.dataset = name

@@ -61,6 +61,13 @@ def sentences(values: Any, field: str) -> list[str]:
     return [text(s, f"{field}[{i}]") for i, s in enumerate(values)]
 
 
+def choice(value: Any, field: str, allowed: tuple[str, ...]) -> str:
+    """A label from a closed set (TAT-QA `answer_from`): a typo would otherwise become a class of its own."""
+    if value not in allowed:
+        raise ValueError(f"{field!r} must be one of {list(allowed)}, got {_shown(value)}")
+    return value
+
+
 def identifier(value: Any, field: str) -> str:
     """A record or passage id: a string or an integer, never null."""
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):

@@ -2,10 +2,12 @@
 
 Every answered batch is appended to `predictions.jsonl` before the next one starts, so a killed run resumes
 where it stopped when rerun in the same run directory. Each record carries everything its scoring needs
-(gold answers, gold titles, gold passage texts, the retrieved passages as they were, and for ASQA and
-AmbigDocs questions their gold structure under the optional key `ambiguity`), so `metrics.json`
-is computed from the records alone, in dataset order: a resumed run reports exactly what an uninterrupted
-one does (bar the measured seconds), and today's files never rescore yesterday's answers.
+(gold answers, gold titles, gold passage texts, the retrieved passages as they were, for ASQA and
+AmbigDocs questions their gold structure under the optional key `ambiguity`, and for CRAG questions their
+categories and judged outcome under the optional key `crag`: the judge runs once, when the record is
+written, never at summary time), so `metrics.json` is computed from the records alone, in dataset order:
+a resumed run reports exactly what an uninterrupted one does (bar the measured seconds), and today's files
+never rescore yesterday's answers.
 
 A rerun is refused before anything in the directory changes when the directory was started with other
 settings (`run_fingerprint.json`, see `hoprag.evaluation.fingerprint`), holds another method's answers,
@@ -115,7 +117,8 @@ def run(
             outputs = method.answer(batch, costs)
             if len(outputs) != len(batch):
                 raise RuntimeError(f"{method.name} answered {len(outputs)} of {len(batch)} questions")
-            store.append(_record(method.name, *answered, suite) for answered in zip(batch, outputs, costs))
+            rows = suite.judge([EvalRow.from_example(ex, o.prediction, o.retrieved) for ex, o in zip(batch, outputs)])
+            store.append(_record(method.name, *answered, suite) for answered in zip(batch, rows, outputs, costs))
             bar.update(len(batch))
     by_id = {r["id"]: r for r in store.records}
     metrics = summarize([by_id[ex.id] for ex in examples], suite)
@@ -154,8 +157,9 @@ def refuse_mixing(
         raise fp.ResumeRefused(f"{store.path} holds {found} (another method, dataset or a smaller limit?): {ways_out}")
 
 
-def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, suite: MetricSuite) -> dict[str, Any]:
-    row = EvalRow.from_example(example, output.prediction, output.retrieved)
+def _record(
+    method: str, example: QAExample, row: EvalRow, output: MethodOutput, cost: Cost, suite: MetricSuite
+) -> dict[str, Any]:
     record = {
         "id": example.id,
         "method": method,
@@ -173,6 +177,8 @@ def _record(method: str, example: QAExample, output: MethodOutput, cost: Cost, s
     }
     if row.ambiguity is not None:  # ASQA / AmbigDocs only: the other datasets' records stay as they were
         record["ambiguity"] = row.ambiguity
+    if row.crag is not None:  # CRAG only, judged: categories, outcome and the judge's raw reply
+        record["crag"] = row.crag
     return record
 
 
@@ -192,6 +198,7 @@ def _row(record: Mapping[str, Any]) -> EvalRow:
         gold_titles=record["gold_titles"],
         gold_passages=record["gold_passages"],
         ambiguity=record.get("ambiguity"),
+        crag=record.get("crag"),  # judged when the record was written
     )
 
 

@@ -39,8 +39,9 @@ from typing import Any
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams
 from hoprag.llm.hf_decode import Decoder
-from hoprag.llm.hf_loading import DTYPES, LoadedModel, load_causal_lm
+from hoprag.llm.hf_loading import DTYPES, LoadedModel, adapter_digest, load_causal_lm
 from hoprag.llm.tokenizer import load_tokenizer, render_prompt
+from hoprag.utils.bundled import resolve_model_ref
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class HFLLM(LLM):
         trust_remote_code: passed to transformers.
         prefill: "each" (one prompt at a time), "batched" (one left-padded forward), or "auto": each on
             CPU, batched elsewhere.
+        adapter: a peft LoRA adapter folder (e.g. `train.py +model=source_router`'s export) applied to the
+            base (`hoprag.llm.hf_loading`); its content hash is part of `identity()`, so cached generations
+            and run records tell the tuned model from the base, and from an adapter retrained in place.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class HFLLM(LLM):
         convert_gguf: bool = True,
         trust_remote_code: bool = False,
         prefill: str = "auto",
+        adapter: str | None = None,
     ) -> None:
         super().__init__(default, generation_cache, max_input_tokens)
         if prefill not in ("auto", "each", "batched"):
@@ -95,7 +100,8 @@ class HFLLM(LLM):
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}; one of {sorted(DTYPES)}")
         self.model = model
-        self.name = name or Path(model).stem
+        self.adapter = adapter
+        self.name = name or (f"{Path(model).stem}+{Path(adapter).name}" if adapter else Path(model).stem)
         self.device = device
         self.dtype = dtype
         self.threads = threads
@@ -106,6 +112,7 @@ class HFLLM(LLM):
         self.trust_remote_code = trust_remote_code
         self.prefill = prefill
         self._loaded: LoadedModel | None = None
+        self._adapter_sha: str | None = None
         self._warned_no_template = False
 
     # -- loading ------------------------------------------------------------------------------------
@@ -115,7 +122,13 @@ class HFLLM(LLM):
         if self._loaded is None:
             self._set_threads()
             self._loaded = load_causal_lm(
-                self.model, self.dtype, self.device, self.cache_dir, self.convert_gguf, self.trust_remote_code
+                self.model,
+                self.dtype,
+                self.device,
+                self.cache_dir,
+                self.convert_gguf,
+                self.trust_remote_code,
+                adapter=self.adapter,
             )
         return self._loaded
 
@@ -198,7 +211,14 @@ class HFLLM(LLM):
         return self.prefill == "each"
 
     def __repr__(self) -> str:
-        return f"HFLLM(name={self.name!r}, model={self.model!r}, dtype={self.dtype!r}, device={self.device!r})"
+        adapter = f", adapter={self.adapter!r}" if self.adapter else ""
+        return f"HFLLM(name={self.name!r}, model={self.model!r}{adapter}, dtype={self.dtype!r}, device={self.device!r})"
 
     def identity(self) -> str:
-        return f"{self!r} chat_template={self.chat_template} max_input_tokens={self.max_input_tokens}"
+        tuned = f" adapter_sha={self._adapter_digest()}" if self.adapter else ""
+        return f"{self!r}{tuned} chat_template={self.chat_template} max_input_tokens={self.max_input_tokens}"
+
+    def _adapter_digest(self) -> str:
+        if self._adapter_sha is None:
+            self._adapter_sha = adapter_digest(resolve_model_ref(self.adapter))
+        return self._adapter_sha

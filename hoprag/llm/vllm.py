@@ -8,16 +8,22 @@ assistant message is continued (`continue_final_message`, an assistant prefill).
 maps one to one (`n`, `temperature`, `top_p`, `max_tokens`, `stop`, `seed`), with no model-specific
 extras; `logprobs=0` asks for the chosen token's log-prob only, which vLLM computes from the raw model
 distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settable via `engine_kwargs`).
+A peft LoRA `adapter` folder is served as vLLM serves adapters: the engine starts with `enable_lora` (and
+`max_lora_rank` = the adapter's rank), and every request carries a `LoRARequest` whose id is taken from the
+adapter's content hash, which `identity()` also holds (tuned and base answers are cached apart).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, covering_tokens, cut_at_stop
+from hoprag.llm.hf_loading import adapter_digest
 from hoprag.utils.bundled import resolve_model_ref
 
 _ENGINES: dict[Hashable, Any] = {}
@@ -43,6 +49,7 @@ class VLLMLLM(LLM):
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
         max_input_tokens: int | None = None,
+        adapter: str | None = None,
     ) -> None:
         super().__init__(default, generation_cache, max_input_tokens)
         try:
@@ -54,9 +61,21 @@ class VLLMLLM(LLM):
             ) from err
         self._vllm = vllm
         self.model = model
-        self.name = name or model
+        self.adapter = adapter
+        self.name = name or (f"{model}+{Path(adapter).name}" if adapter else model)
         self.chat_template = chat_template
         self.logprobs = logprobs
+        self.lora_request: Any = None
+        self.adapter_sha: str | None = None
+        lora_args: dict[str, Any] = {}
+        if adapter:
+            from vllm.lora.request import LoRARequest
+
+            path = resolve_model_ref(adapter)
+            self.adapter_sha = adapter_digest(path)
+            rank = json.loads((Path(path) / "adapter_config.json").read_text())["r"]
+            lora_args = {"enable_lora": True, "max_lora_rank": rank}
+            self.lora_request = LoRARequest(self.adapter_sha, int(self.adapter_sha[:7], 16) + 1, path)
         self.engine_args: dict[str, Any] = {
             "model": resolve_model_ref(model),
             "dtype": dtype,
@@ -65,6 +84,7 @@ class VLLMLLM(LLM):
             "seed": seed,
             "trust_remote_code": trust_remote_code,
             **({"max_model_len": max_model_len} if max_model_len else {}),
+            **lora_args,
             **dict(engine_kwargs or {}),
         }
 
@@ -118,7 +138,8 @@ class VLLMLLM(LLM):
             sampling: Any = self.sampling_params(params)
         else:  # one SamplingParams per prompt: vLLM seeds each request's own generator
             sampling = [self.sampling_params(replace(params, seed=s)) for s in seeds]
-        outputs = self.engine.generate(inputs, sampling, use_tqdm=False)
+        lora = {"lora_request": self.lora_request} if self.lora_request is not None else {}
+        outputs = self.engine.generate(inputs, sampling, use_tqdm=False, **lora)
         return [self.convert(out, params) for out in outputs]
 
     def convert(self, output: Any, params: SamplingParams) -> list[Generation]:
@@ -156,10 +177,12 @@ class VLLMLLM(LLM):
         return self.engine.get_tokenizer().decode([token_id])
 
     def __repr__(self) -> str:
-        return f"VLLMLLM(name={self.name!r}, model={self.model!r})"
+        adapter = f", adapter={self.adapter!r}" if self.adapter else ""
+        return f"VLLMLLM(name={self.name!r}, model={self.model!r}{adapter})"
 
     def identity(self) -> str:
-        return f"{self!r} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}"
+        tuned = f" adapter_sha={self.adapter_sha}" if self.adapter else ""
+        return f"{self!r}{tuned} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}"
 
 
 def _ended_at_eos(completion: Any) -> int:

@@ -7,6 +7,7 @@ from hoprag.methods.iter_retgen import IterRetGen
 from hoprag.methods.mmr_rag import MMRRAG
 from hoprag.methods.no_retrieval import NoRetrieval
 from hoprag.methods.prunerag import PruneRAG
+from hoprag.methods.pruningrag import PruningRAG
 from hoprag.methods.sc_rag import SCRAG
 from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.methods.sc_rag_select import SCRAGSelect
@@ -26,6 +27,7 @@ __all__ = [
     "MethodOutput",
     "NoRetrieval",
     "PruneRAG",
+    "PruningRAG",
     "SCRAG",
     "SCRAGSearch",
     "SCRAGSelect",

@@ -1,5 +1,6 @@
-"""Answer and retrieval metrics shared by every method (STYLE §3.2–3.3, PruneRAG EFR, TreeHop recall), and
-the ambiguous-question metrics of ASQA and AmbigDocs (TreeRare)."""
+"""Answer and retrieval metrics shared by every method (STYLE §3.2–3.3, PruneRAG EFR, TreeHop recall), the
+ambiguous-question metrics of ASQA and AmbigDocs (TreeRare), CRAG's Acc / Hall / Miss / Score with its LLM
+judge, and a source router's classification metrics (PruningRAG)."""
 
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
 from hoprag.metrics.ambiguous import QAReader, TransformersReader, answer_recall, disambig_f1, entity_recall, str_em
@@ -12,6 +13,7 @@ from hoprag.metrics.answer import (
     normalize_answer,
     token_scores,
 )
+from hoprag.metrics.crag import Judge, LLMJudge, crag_outcomes, parse_judgement, relative_gain
 from hoprag.metrics.retrieval import (
     PassageRecall,
     aggregate_passage_recall,
@@ -26,9 +28,12 @@ from hoprag.metrics.retrieval import (
     passages_read,
     token_overlap_match,
 )
+from hoprag.metrics.routing import macro_f1, routing_report
 
 __all__ = [
     "EvalRow",
+    "Judge",
+    "LLMJudge",
     "MetricSuite",
     "PassageRecall",
     "QAReader",
@@ -41,17 +46,22 @@ __all__ = [
     "answer_recall",
     "answer_recall_at_k",
     "cover_em",
+    "crag_outcomes",
     "disambig_f1",
     "entity_recall",
     "evidence_forgetting_rate",
     "exact_match",
     "f1_score",
     "has_answer",
+    "macro_f1",
     "normalize_answer",
+    "parse_judgement",
     "passage_hits",
     "passage_recall",
     "passage_recall_at_k",
     "passages_read",
+    "relative_gain",
+    "routing_report",
     "str_em",
     "token_overlap_match",
     "token_scores",

@@ -3,8 +3,9 @@
 Values are percentages with one decimal, as FlashRAG and the papers report them. Keys follow `stage/name`:
 answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, TreeRare's `cover_em`, plus PruneRAG's
 `efr` and `forget_rate`), retrieval metrics sit under `retrieval/` and keep the two recall families apart
-(`passage_recall*` vs `answer_recall*`), and the ambiguous-question metrics sit under `asqa/` and
-`ambigdocs/` (`hoprag.metrics.ambiguous`), averaged over the questions that carry their gold structure. A
+(`passage_recall*` vs `answer_recall*`), the ambiguous-question metrics sit under `asqa/` and
+`ambigdocs/` (`hoprag.metrics.ambiguous`), averaged over the questions that carry their gold structure, and
+CRAG's Acc / Hall / Miss / Score with their breakdowns sit under `crag/` (`hoprag.metrics.crag`). A
 metric that is undefined for the rows (nothing retrieved, no gold passages, no question with all gold
 retrieved, no ASQA question or no QA reader) is left out rather than reported as 0.
 """
@@ -12,13 +13,14 @@ retrieved, no ASQA question or no QA reader) is left out rather than reported as
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from hoprag.data.types import Passage, QAExample
 from hoprag.metrics.ambiguous import QAReader, TransformersReader, ambiguity_scores, asqa_disambig_f1
 from hoprag.metrics.answer import answer_contains, cover_em, exact_match, token_scores
+from hoprag.metrics.crag import Judge, crag_golds, crag_outcomes, outcome_scores, summary
 from hoprag.metrics.retrieval import (
     Match,
     aggregate_passage_recall,
@@ -39,7 +41,9 @@ class EvalRow:
     across hops and nodes for multi-hop methods. Repeats are dropped by passage id before any cut at k.
     `gold_titles` feed title-matched passage recall (TreeHop); `gold_passages` are gold passage texts for
     PruneRAG's token-overlap match. `ambiguity` is the gold structure of an ASQA or AmbigDocs question
-    (`QAExample.metadata["ambiguity"]`, see `hoprag.metrics.ambiguous`), None for other datasets.
+    (`QAExample.metadata["ambiguity"]`, see `hoprag.metrics.ambiguous`), None for other datasets. `crag`
+    holds a CRAG question's categories (`hoprag.metrics.crag.GROUPS`), and once `MetricSuite.judge` has
+    judged the row its `outcome` and `judge_reply`; None for questions without CRAG's metadata.
     """
 
     prediction: str
@@ -48,6 +52,8 @@ class EvalRow:
     gold_titles: Sequence[str] = ()
     gold_passages: Sequence[str] = ()
     ambiguity: Mapping[str, Any] | None = None
+    question: str = ""
+    crag: Mapping[str, Any] | None = None
 
     @classmethod
     def from_example(
@@ -63,7 +69,17 @@ class EvalRow:
             gold_titles=list(example.supporting_titles),
             gold_passages=[p.text for p in example.context if p.title in supporting],
             ambiguity=example.metadata.get("ambiguity"),
+            question=example.question,
+            crag=_crag_categories(example),
         )
+
+
+def _crag_categories(example: QAExample) -> dict[str, Any] | None:
+    """A CRAG question's categories, told by CRAG's `domain` and `static_or_dynamic` metadata."""
+    meta = example.metadata
+    if "domain" not in meta or "static_or_dynamic" not in meta:
+        return None
+    return {"domain": meta["domain"], "static_or_dynamic": meta["static_or_dynamic"], "question_type": example.type}
 
 
 def _distinct(passages: Sequence[Passage]) -> list[Passage]:
@@ -96,6 +112,9 @@ class MetricSuite:
     `cover_em` checks the first gold answer only (TreeRare's script), or every alias with
     `cover_em_aliases`. `qa_reader` (a `QAReader`, or a SQuAD 2.0 checkpoint name or path for a
     `TransformersReader`) enables ASQA's `asqa/disambig_f1`; without one it is not reported.
+    `crag_judge` decides CRAG answers that are neither missing nor an exact match (`hoprag.metrics.crag`;
+    None: they count as hallucinations, reported as `crag/unjudged`), against the first gold answer only,
+    or every alias with `crag_alt_answers`.
     """
 
     ks: Sequence[int] = (5,)
@@ -103,6 +122,8 @@ class MetricSuite:
     overlap_threshold: float = 0.75
     cover_em_aliases: bool = False
     qa_reader: QAReader | str | None = None
+    crag_judge: Judge | None = None
+    crag_alt_answers: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
@@ -127,7 +148,19 @@ class MetricSuite:
         }
         if row.ambiguity is not None:
             scores.update(ambiguity_scores(row.prediction, row.ambiguity))
+        if row.crag is not None and "outcome" in row.crag:
+            scores.update(outcome_scores(row.crag["outcome"]))
         return scores
+
+    def judge(self, rows: Sequence[EvalRow]) -> list[EvalRow]:
+        """The rows with every CRAG question's outcome decided (one judge call for all that need it); rows
+        already judged, as the runner's records are, are kept as they are."""
+        todo = [i for i, row in enumerate(rows) if row.crag is not None and "outcome" not in row.crag]
+        items = [(rows[i].question, crag_golds(rows[i].golds, self.crag_alt_answers), rows[i].prediction) for i in todo]
+        judged = list(rows)
+        for i, (outcome, reply) in zip(todo, crag_outcomes(items, self.crag_judge)):
+            judged[i] = replace(rows[i], crag={**rows[i].crag, "outcome": outcome, "judge_reply": reply})
+        return judged
 
     def _match(self) -> Match | None:
         if self.passage_match == "title":
@@ -142,6 +175,7 @@ class MetricSuite:
     def __call__(self, rows: Sequence[EvalRow]) -> dict[str, float | int]:
         if not rows:
             raise ValueError("no rows to score")
+        rows = self.judge(rows)
         per_question = [self.answer_scores(row) for row in rows]
         out: dict[str, float | int] = {"n": len(rows)}
         for name in dict.fromkeys(name for scores in per_question for name in scores):
@@ -150,6 +184,9 @@ class MetricSuite:
         if asqa and self.qa_reader is not None:
             f1s = [asqa_disambig_f1(row.prediction, row.ambiguity, self.qa_reader) for row in asqa]
             out["asqa/disambig_f1"] = _pct(_mean(f1s))
+        crag = [row.crag for row in rows if row.crag is not None]
+        if crag:
+            out.update(summary(crag))
 
         passages = [_distinct(row.retrieved) for row in rows]
         if not any(passages):

@@ -1,6 +1,10 @@
 """Knowledge-source routers (spec/pruningrag.md).
 
-Will hold PruningRAG's coarse-grained pruning (a LoRA-tuned LLM router that picks which knowledge
-sources to consult, trained with peft + Lightning) and fine-grained pruning (BM25 then dense pruning of
-web pages and mock-API results) on CRAG.
+PruningRAG's coarse-grained pruning: a router reads the question alone and picks the knowledge sources to
+consult by option letter. `options` holds the option sets, their prompt and the reply parser; `router` the
+LLM router (tuned with a LoRA adapter, or not); `classifier` a small embedder + linear-head router;
+`training` the LoRA SFT; `labels` the training labels (TAT-QA's gold `answer_from`, or the paper's judged
+outcomes with the similar-question fallback); `splits` the context-disjoint router-training / evaluation
+split and the check that they do not leak. Fine-grained pruning of the sources' content lives in `sources`.
+Submodules are imported directly (`hoprag.routers.router`), so that no one of them pulls in another's weights.
 """

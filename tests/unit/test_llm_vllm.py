@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from dataclasses import dataclass, field
@@ -171,3 +172,53 @@ def test_length_finish_and_missing_logprobs(fake_vllm, monkeypatch):
     [[g]] = VLLMLLM(model="m", logprobs=False).generate(["q"])
     assert (g.text, g.tokens, g.logprobs, g.finish_reason) == ("abc", ("a", "b", "c"), None, "length")
     assert (g.prompt_tokens, g.completion_tokens) == (2, 3)
+
+
+@dataclass
+class FakeLoRARequest:
+    lora_name: str
+    lora_int_id: int
+    lora_path: str
+
+
+@pytest.fixture
+def lora_requests(fake_vllm, monkeypatch) -> list:
+    """`vllm.lora.request.LoRARequest` faked; the engine records each call's `lora_request` (None: the base)."""
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = FakeLoRARequest
+    monkeypatch.setitem(sys.modules, "vllm.lora", types.ModuleType("vllm.lora"))
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", request)
+    seen: list = []
+    plain = FakeEngine.generate
+
+    def generate(self, inputs, sampling_params, use_tqdm=True, lora_request=None):
+        seen.append(lora_request)
+        return plain(self, inputs, sampling_params, use_tqdm)
+
+    monkeypatch.setattr(FakeEngine, "generate", generate)
+    return seen
+
+
+def write_adapter(folder, rank: int, weights: bytes) -> str:
+    folder.mkdir(exist_ok=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"r": rank, "lora_alpha": 2 * rank}))
+    (folder / "adapter_model.safetensors").write_bytes(weights)
+    return str(folder)
+
+
+def test_an_adapter_is_served_as_a_lora_request_on_a_lora_engine(lora_requests, tmp_path):
+    path = write_adapter(tmp_path / "router", rank=32, weights=b"weights")
+    tuned = VLLMLLM(model="m", adapter=path)
+    tuned.generate(["q"])
+    kw = FakeEngine.instances[0].kwargs
+    assert kw["enable_lora"] is True and kw["max_lora_rank"] == 32
+    [request] = lora_requests
+    assert request.lora_path == path and request.lora_name == tuned.adapter_sha and request.lora_int_id > 0
+    base = VLLMLLM(model="m")
+    base.generate(["q"])
+    assert lora_requests[-1] is None and "enable_lora" not in FakeEngine.instances[-1].kwargs
+    assert tuned.name == "m+router" and "adapter_sha=" in tuned.identity() and tuned.identity() != base.identity()
+    write_adapter(tmp_path / "router", rank=32, weights=b"retrained")  # same path, new weights
+    retrained = VLLMLLM(model="m", adapter=path)
+    assert retrained.identity() != tuned.identity()
+    assert retrained.lora_request.lora_int_id != tuned.lora_request.lora_int_id

@@ -98,8 +98,11 @@ def test_every_method_config_builds_the_class_of_its_name_and_answers(compose_cf
         first = method.llm.calls[0].prompts[0]
         prompt = render(first[:-1] if continues_reply(first) else first)  # without an assistant prefill
         # answer prompts end with "Answer:" (SC-RAG's with "JSON answer:"); PruneRAG's first call is a tree
-        # decision ending with "Output:", TreeRare's a query-generation prompt ending with its reply format
+        # decision ending with "Output:", TreeRare's a query-generation prompt ending with its reply format,
+        # PruningRAG's the source router's prompt ending with "### Option"
         assert EXAMPLES[0].question in prompt
-        assert prompt.rstrip().endswith(("Answer:", "answer:", "Output:", "response: question1; question2; question3"))
+        assert prompt.rstrip().endswith(
+            ("Answer:", "answer:", "Output:", "response: question1; question2; question3", "### Option")
+        )
         if name == "standard_rag":  # the scripted config answers with the top passage's title
             assert [o.prediction for o in outputs] == ["Paris", "Lyon"]

@@ -1,0 +1,289 @@
+"""A small classifier router: a frozen sentence embedder and a linear head over the option set's letters.
+
+    python train.py +model=router_classifier        → <run>/export, copied to publish_dir
+
+A cheap, trained reference point for the LLM routers (spec/pruningrag.md §5): it reads only the question,
+as they do. Training uses the router-training split of `split_by_context` (gold labels: TAT-QA's
+`answer_from`); a context-disjoint slice of that split selects the checkpoint, and the router-evaluation
+split is scored only by the test loop. The question vectors are computed once (and cached on disk, keyed
+by the embedder and the texts), so training itself takes seconds. `export(dir)` writes the head, the
+embedder's config and the questions trained on; `ClassifierRouter.load(dir)` routes with them, and
+evaluation refuses questions the export was trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from hoprag.cost import Cost, charge_evenly
+from hoprag.data.dataset import QADataset
+from hoprag.data.types import QAExample
+from hoprag.metrics.routing import accuracy, macro_f1
+from hoprag.paths import cache_root
+from hoprag.retrieval.embedders import Embedder
+from hoprag.routers.labels import gold_labels
+from hoprag.routers.options import parse_option
+from hoprag.routers.router import RouteDecision, check_none_policy, option_set
+from hoprag.routers.splits import check_disjoint, context_of, split_by_context
+
+log = logging.getLogger(__name__)
+
+HEAD_FILE, SETTINGS_FILE = "head.pt", "router.json"
+
+
+def encode_cached(questions: Sequence[str], embedder: Embedder, cache_dir: Path | None) -> np.ndarray:
+    """Question vectors, from `<cache_dir>/<embedder>-<digest>.npy` when the same embedder encoded the same texts."""
+    key = json.dumps({"embedder": embedder.describe(), "query_prefix": embedder.query_prefix}, sort_keys=True)
+    digest = hashlib.sha256(key.encode())
+    digest.update("\n".join(questions).encode())
+    path = None if cache_dir is None else cache_dir / f"{embedder.name.replace('/', '_')}-{digest.hexdigest()[:16]}.npy"
+    if path is not None and path.is_file():
+        log.info("loaded cached question vectors from %s", path)
+        return np.load(path)
+    started = time.perf_counter()
+    vectors = embedder.encode_queries(list(questions))
+    seconds = time.perf_counter() - started
+    print(f"router data: encoded {len(questions)} questions with {embedder.name} in {seconds:.1f} s")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        tmp.replace(path)
+    return vectors
+
+
+def question_record(ex: QAExample) -> dict[str, str]:
+    """What the leakage check needs of a training question: its id, context and text."""
+    return {"id": ex.id, "context": context_of(ex), "question": ex.question}
+
+
+def from_question_record(record: Mapping[str, str]) -> QAExample:
+    """A stand-in question for `check_disjoint`, rebuilt from its record."""
+    return QAExample(record["id"], record["question"], [], metadata={"context_uid": record["context"]})
+
+
+class RouterDataModule(L.LightningDataModule):
+    """Question vectors and gold option letters: fit and select on the router-training split (its
+    context-disjoint `val_fraction` slice selects), test on the router-evaluation split."""
+
+    def __init__(
+        self,
+        data: QADataset,
+        embedder: Embedder,
+        options: str = "tatqa",
+        eval_fraction: float = 0.5,
+        split_seed: int = 0,
+        val_fraction: float = 0.2,
+        batch_size: int = 64,
+        cache_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.data = data
+        self.embedder = embedder
+        self.options = option_set(options)
+        self.eval_fraction = eval_fraction
+        self.split_seed = split_seed
+        self.val_fraction = val_fraction
+        self.batch_size = batch_size
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_root() / "routers"
+        self.sets: dict[str, TensorDataset] = {}
+        self.trained_on: list[QAExample] = []
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.sets:
+            return
+        examples = self.data.examples
+        train, evaluation = split_by_context(examples, self.eval_fraction, self.split_seed)
+        fit, val = split_by_context(train, self.val_fraction, self.split_seed)
+        self.trained_on = train  # the fit and selection questions both shape the exported head
+        vectors = encode_cached([ex.question for ex in examples], self.embedder, self.cache_dir)
+        row = {id(ex): i for i, ex in enumerate(examples)}
+        for name, part in (("fit", fit), ("val", val), ("test", evaluation)):
+            letters = [self.options.letter_of(s) for s in gold_labels(part)]
+            x = torch.from_numpy(vectors[[row[id(ex)] for ex in part]]).float()
+            y = torch.tensor([self.options.letters.index(letter) for letter in letters])
+            self.sets[name] = TensorDataset(x, y)
+        counts = {name: len(s) for name, s in self.sets.items()}
+        print(f"router data: {counts} questions (fit / select / evaluation), options {self.options.name}")
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.sets["fit"], batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.sets["val"], batch_size=len(self.sets["val"]))
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.sets["test"], batch_size=len(self.sets["test"]))
+
+
+class RouterClassifierModule(L.LightningModule):
+    """A linear head (after dropout) from question vectors to option letters, trained with cross-entropy.
+
+    `embedder` is the embedder's config (not an object): the export must rebuild the same embedder on its own.
+    `class_weights="balanced"` weighs each class by the inverse of its training frequency (macro-F1 counts
+    the rare "text only" class as much as "table only").
+    """
+
+    def __init__(
+        self,
+        embedder: Mapping[str, Any],
+        options: str = "tatqa",
+        none_policy: str = "api",
+        lr: float = 1e-2,
+        weight_decay: float = 1e-4,
+        dropout: float = 0.1,
+        class_weights: str | None = "balanced",
+    ) -> None:
+        super().__init__()
+        from hydra.utils import instantiate
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(embedder, DictConfig):  # plain dicts in the checkpoint's hyperparameters
+            embedder = OmegaConf.to_container(embedder, resolve=True)
+        if class_weights not in (None, "balanced"):
+            raise ValueError(f"class_weights must be 'balanced' or null, got {class_weights!r}")
+        check_none_policy(none_policy)
+        self.save_hyperparameters(logger=False)
+        self.option_set = option_set(options)
+        dim = instantiate(embedder).dim
+        self.head = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(dim, len(self.option_set.letters)))
+        self.register_buffer("weights", torch.ones(len(self.option_set.letters)))
+        self.trained_on: list[dict[str, str]] = []
+        self._seen: dict[str, tuple[list[int], list[int]]] = {}
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is None:
+            return
+        self.trained_on = [question_record(ex) for ex in datamodule.trained_on]
+        if self.hparams.class_weights == "balanced":
+            counts = torch.bincount(datamodule.sets["fit"].tensors[1], minlength=len(self.weights)).float()
+            self.weights.copy_(torch.where(counts > 0, counts.sum() / (len(counts) * counts.clamp(min=1)), 0.0))
+
+    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
+        return self.head(vectors)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y, weight=self.weights)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(y))
+        return loss
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._collect("val", batch)
+
+    def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._collect("test", batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_epoch("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch("test")
+
+    def _collect(self, stage: str, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        x, y = batch
+        gold, pred = self._seen.setdefault(stage, ([], []))
+        gold += y.tolist()
+        pred += self(x).argmax(-1).tolist()
+
+    def _log_epoch(self, stage: str) -> None:
+        gold, pred = self._seen.pop(stage, ([], []))
+        if gold:
+            classes = range(len(self.option_set.letters))
+            self.log(f"{stage}/acc", accuracy(gold, pred), prog_bar=True)
+            self.log(f"{stage}/macro_f1", macro_f1(gold, pred, classes), prog_bar=True)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.head.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["trained_on"] = self.trained_on
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.trained_on = checkpoint.get("trained_on", [])
+
+    def export(self, directory: str | Path) -> None:
+        """`head.pt` (the linear layer's weights) and `router.json` (embedder config, option set, none policy,
+        the questions trained on), which `ClassifierRouter.load` reads."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        linear = self.head[-1]
+        torch.save({k: v.detach().cpu() for k, v in linear.state_dict().items()}, directory / HEAD_FILE)
+        settings = {
+            "embedder": self.hparams.embedder,
+            "options": self.option_set.name,
+            "letters": list(self.option_set.letters),
+            "none_policy": self.hparams.none_policy,
+            "trained_on": self.trained_on,
+        }
+        (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+class ClassifierRouter:
+    """Routes with an exported classifier: the embedder encodes the questions, the head picks a letter."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        head: torch.nn.Linear,
+        options: str = "tatqa",
+        none_policy: str = "api",
+        trained_on: Sequence[QAExample] = (),
+    ) -> None:
+        self.embedder = embedder
+        self.head = head.eval()
+        self.options = option_set(options)
+        if head.out_features != len(self.options.letters):
+            raise ValueError(f"a head of {head.out_features} outputs for the {len(self.options.letters)} options of "
+                             f"{self.options.name}")  # fmt: skip
+        self.none_policy = check_none_policy(none_policy)
+        self.trained_on = list(trained_on)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ClassifierRouter:
+        from hydra.utils import instantiate
+
+        directory = Path(directory)
+        settings = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
+        state = torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True)
+        head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
+        head.load_state_dict(state)
+        options = option_set(settings["options"])
+        if list(options.letters) != settings["letters"]:
+            raise ValueError(f"{directory}: trained on letters {settings['letters']}, {options.name} now has "
+                             f"{list(options.letters)}")  # fmt: skip
+        trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
+        return cls(instantiate(settings["embedder"]), head, options.name, settings["none_policy"], trained_on)
+
+    def check_unseen(self, examples: Sequence[QAExample]) -> None:
+        """Refuse to evaluate on questions (or contexts, or question texts) this router was trained on."""
+        check_disjoint(self.trained_on, examples)
+
+    def route(self, questions: Sequence[str], costs: Sequence[Cost | None] | None = None) -> list[RouteDecision]:
+        started = time.perf_counter()
+        vectors = torch.from_numpy(self.embedder.encode_queries(list(questions))).float()
+        with torch.no_grad():
+            picks = self.head(vectors).argmax(-1).tolist() if len(questions) else []
+        share = charge_evenly(costs, time.perf_counter() - started)
+        for cost in costs or ():
+            if cost is not None:
+                cost.seconds["route"] += share
+        decisions = []
+        for i in picks:
+            letter = self.options.letters[i]
+            sources, parsed = parse_option(letter, self.options, self.none_policy)
+            decisions.append(RouteDecision(sources, letter, parsed))
+        return decisions
+

@@ -1,0 +1,351 @@
+"""LoRA SFT of an LLM source router: `python train.py +model=source_router` (spec/pruningrag.md §5.3).
+
+The router reads the option set's prompt (chat template, the question alone) and is taught to answer with
+the gold option letter and the end-of-turn token; the loss covers those target tokens only (prompt labels
+-100). Examples come from the router-training split of `split_by_context` (gold labels: TAT-QA's
+`answer_from`); a context-disjoint slice of that split selects the checkpoint, and the router-evaluation split
+is never loaded into the datamodule (`check_disjoint` guards it). `val/acc` and `val/macro_f1` read the letter
+the model ranks first among the option letters' first tokens at the answer position: one forward pass, the
+exact choice of greedy decoding restricted to the options (`val/letter_top1` is how often the unrestricted
+argmax is an option letter at all, i.e. how often greedy decoding would start with one).
+
+Two exact savings make a CPU run fit its budget. Every prompt of a batch starts with the same tokens (system
+message, instructions, options): that prefix is run once per batch and its key/value cache repeated over the
+batch, with gradients flowing through it (`share_prefix`; the loss is the same as running every sequence whole,
+tested). Logits are computed at the target positions only. A wall-clock budget (`train_minutes`) ends training
+early, the cosine schedule annealed to it, as the NLI verifier's. Checkpoints hold the adapter weights only.
+`export(dir)` writes the peft adapter (`save_pretrained`) and `router.json` (base model, option set,
+none policy, prompt version, the questions trained on); `HFLLM(model=base, adapter=dir)` serves it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from hoprag.data.dataset import QADataset
+from hoprag.data.types import QAExample
+from hoprag.llm.hf import DEFAULT_MODEL
+from hoprag.llm.tokenizer import load_tokenizer, render_prompt
+from hoprag.metrics.routing import accuracy, macro_f1
+from hoprag.routers.classifier import question_record
+from hoprag.routers.labels import gold_labels
+from hoprag.routers.options import OptionSet
+from hoprag.routers.router import check_none_policy, option_set
+from hoprag.routers.splits import check_disjoint, split_by_context
+from hoprag.verifiers.nli_data import LengthGroupedSampler
+
+SETTINGS_FILE = "router.json"
+IGNORE = -100
+# §5.3 (our choice; the paper gives none): r 16, alpha 32, dropout 0.05 on every attention and MLP projection
+LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}  # fmt: skip
+
+
+def prompt_version(options: OptionSet) -> str:
+    """A short hash of the router prompt as the model reads it (system message, instructions, options), so
+    an adapter is never served with a prompt other than the one it was trained on without it showing."""
+    messages = options.messages("{question}")
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def sft_example(tokenizer: Any, options: OptionSet, question: str, letter: str) -> tuple[list[int], list[int]]:
+    """(input_ids, labels): the prompt exactly as `HFLLM` renders it for generation, then the assistant's
+    reply as the chat template writes it (the letter) and the end-of-turn token; labels are -100 on the prompt."""
+    messages = options.messages(question)
+    prompt_text, templated = render_prompt(tokenizer, messages)
+    prompt = list(tokenizer(prompt_text, add_special_tokens=not templated)["input_ids"])
+    full = tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": letter}], tokenize=False)
+    eos = tokenizer.eos_token
+    if not full.startswith(prompt_text) or eos not in full[len(prompt_text) :]:
+        raise ValueError(f"the chat template does not write the reply after the generation prompt and end it "
+                         f"with {eos!r}: cannot tell the target tokens")  # fmt: skip
+    reply = full[len(prompt_text) :].split(eos)[0]
+    target = [*tokenizer(reply, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+    return prompt + target, [IGNORE] * len(prompt) + target
+
+
+def letter_token_ids(tokenizer: Any, options: OptionSet) -> list[int]:
+    """The first target token of each option letter, in `options.letters` order (they must differ)."""
+    firsts = []
+    for letter in options.letters:
+        _, labels = sft_example(tokenizer, options, "?", letter)
+        firsts.append(next(t for t in labels if t != IGNORE))
+    if len(set(firsts)) != len(firsts):
+        raise ValueError(f"the option letters {options.letters} share a first token: val/acc cannot tell them apart")
+    return firsts
+
+
+def collate(items: Sequence[Mapping[str, Any]], pad_id: int, share_prefix: bool = True) -> dict[str, torch.Tensor]:
+    """One batch: the prompt prefix every item shares (`prefix`, empty without `share_prefix`), then each item's
+    rest, left-padded so every target ends in the last column. The prefix stops before the first answer
+    position, so every item keeps the logits that predict its target tokens."""
+    seqs = [list(item["input_ids"]) for item in items]
+    limit = min(next(i for i, t in enumerate(item["labels"]) if t != IGNORE) for item in items) - 1
+    shared = 0
+    if share_prefix:
+        while shared < limit and all(s[shared] == seqs[0][shared] for s in seqs):
+            shared += 1
+    width = max(len(s) for s in seqs) - shared
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(seqs), width), IGNORE, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, (seq, item) in enumerate(zip(seqs, items)):
+        rest = len(seq) - shared
+        ids[row, width - rest :] = torch.tensor(seq[shared:])
+        labels[row, width - rest :] = torch.tensor(item["labels"][shared:])
+        mask[row, width - rest :] = 1
+    return {
+        "prefix": torch.tensor(seqs[0][:shared], dtype=torch.long),
+        "input_ids": ids,
+        "attention_mask": mask,
+        "labels": labels,
+        "letter": torch.tensor([item["letter"] for item in items], dtype=torch.long),
+    }
+
+
+class SourceRouterDataModule(L.LightningDataModule):
+    """(router prompt → gold option letter) examples of the router-training split: `fit` trains, its
+    context-disjoint `val_fraction` slice selects. The router-evaluation split is only split off, never kept."""
+
+    def __init__(
+        self,
+        data: QADataset,
+        tokenizer: str = DEFAULT_MODEL,
+        options: str = "tatqa",
+        eval_fraction: float = 0.5,
+        split_seed: int = 0,
+        val_fraction: float = 0.2,
+        batch_size: int = 16,
+        eval_batch_size: int = 32,
+        max_length: int = 512,
+        share_prefix: bool = True,
+        length_grouped: bool = True,
+        cache_dir: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.data = data
+        self.tokenizer_ref = tokenizer
+        self.cache_dir = cache_dir
+        self.options = option_set(options)
+        self.eval_fraction = eval_fraction
+        self.split_seed = split_seed
+        self.val_fraction = val_fraction
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.max_length = max_length
+        self.share_prefix = share_prefix
+        self.length_grouped = length_grouped
+        self.seed = seed
+        self.sets: dict[str, list[dict[str, Any]]] = {}
+        self.trained_on: list[QAExample] = []
+
+    @property
+    def tokenizer(self) -> Any:
+        return load_tokenizer(self.tokenizer_ref, self.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.sets:
+            return
+        train, evaluation = split_by_context(self.data.examples, self.eval_fraction, self.split_seed)
+        fit, val = split_by_context(train, self.val_fraction, self.split_seed)
+        check_disjoint([*fit, *val], evaluation)
+        check_disjoint(fit, val)
+        self.trained_on = train  # fit and selection questions both shape the exported adapter
+        lengths = []
+        for name, part in (("fit", fit), ("val", val)):
+            items = []
+            for ex, sources in zip(part, gold_labels(part)):
+                letter = self.options.letter_of(sources)
+                ids, labels = sft_example(self.tokenizer, self.options, ex.question, letter)
+                items.append({"id": ex.id, "input_ids": ids, "labels": labels,
+                              "letter": self.options.letters.index(letter)})  # fmt: skip
+            lengths += [len(item["input_ids"]) for item in items]
+            self.sets[name] = [item for item in items if len(item["input_ids"]) <= self.max_length]
+            if not self.sets[name]:
+                raise ValueError(f"no {name} example fits max_length={self.max_length} (longest {max(lengths)})")
+        counts = {name: len(items) for name, items in self.sets.items()}
+        dropped = len(lengths) - sum(counts.values())
+        print(f"router SFT data: {counts} questions (fit / select; {len(evaluation)} held out for evaluation), "
+              f"options {self.options.name}, {min(lengths)}-{max(lengths)} tokens, "
+              f"{dropped} dropped over max_length {self.max_length}")  # fmt: skip
+
+    def _collate(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        tok = self.tokenizer
+        return collate(items, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id, self.share_prefix)
+
+    def train_dataloader(self) -> DataLoader:
+        items = self.sets["fit"]
+        if self.length_grouped:  # less padding: the questions, not the shared prompt, set a batch's width
+            lengths = [len(item["input_ids"]) for item in items]
+            sampler = LengthGroupedSampler(lengths, self.batch_size, seed=self.seed)
+            return DataLoader(items, batch_sampler=sampler, collate_fn=self._collate)
+        generator = torch.Generator().manual_seed(self.seed)
+        return DataLoader(items, self.batch_size, shuffle=True, generator=generator, collate_fn=self._collate)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.sets["val"], self.eval_batch_size, collate_fn=self._collate)
+
+
+class SourceRouterModule(L.LightningModule):
+    """A causal LM with peft LoRA adapters, trained on the target tokens of router SFT batches (`collate`)."""
+
+    def __init__(
+        self,
+        base_model: str = DEFAULT_MODEL,
+        options: str = "tatqa",
+        none_policy: str = "api",
+        lora: Mapping[str, Any] | None = None,
+        lr: float = 1e-4,
+        weight_decay: float = 0.0,
+        warmup_ratio: float = 0.03,
+        train_minutes: float | None = None,
+        dtype: str = "float32",
+        cache_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        check_none_policy(none_policy)
+        self.save_hyperparameters(logger=False)
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        from hoprag.llm.hf_loading import load_causal_lm
+
+        self.option_set = option_set(options)
+        loaded = load_causal_lm(base_model, dtype, "cpu", cache_dir, shared=False)  # Lightning moves it
+        self.tokenizer = loaded.tokenizer
+        config = LoraConfig(task_type=TaskType.CAUSAL_LM, **dict(LORA if lora is None else lora))
+        self.net = get_peft_model(loaded.model, config)
+        self.net.train()  # from_pretrained returns eval mode, and Lightning keeps a submodule's mode
+        self.letter_ids = letter_token_ids(self.tokenizer, self.option_set)
+        self.strict_loading = False  # checkpoints hold the adapter only (on_save_checkpoint)
+        self.trained_on: list[dict[str, str]] = []
+        self._seen: dict[str, list[list[int]]] = {}
+        self._started: float | None = None
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)  # set up before the module (Lightning's order)
+        if datamodule is not None:
+            self.trained_on = [question_record(ex) for ex in datamodule.trained_on]
+
+    def target_logits(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Logits at the positions that predict the last `T` columns (T = the batch's longest target), shape
+        [batch, T, vocab]: the shared prefix once, its key/value cache repeated over the batch, then the rest."""
+        ids, mask, prefix = batch["input_ids"], batch["attention_mask"], batch["prefix"]
+        rows, shared = ids.shape[0], prefix.numel()
+        width = int((batch["labels"] != IGNORE).sum(1).max())
+        kwargs: dict[str, Any] = {}
+        if shared:
+            cache = self.net(input_ids=prefix[None], use_cache=True, logits_to_keep=1).past_key_values
+            cache.batch_repeat_interleave(rows)
+            kwargs["past_key_values"] = cache
+            mask = torch.cat([mask.new_ones(rows, shared), mask], dim=1)
+        positions = (batch["attention_mask"].cumsum(1) - 1).clamp(min=0) + shared
+        out = self.net(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=bool(shared),
+                       logits_to_keep=width + 1, **kwargs)  # fmt: skip
+        return out.logits[:, :-1]
+
+    def loss(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean cross-entropy over the target tokens, logits at each item's answer position)."""
+        logits = self.target_logits(batch).float()
+        labels = batch["labels"][:, -logits.shape[1] :]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                 ignore_index=IGNORE)  # fmt: skip
+        first = (labels != IGNORE).int().argmax(1)  # each item's first target column
+        return loss, logits[torch.arange(len(labels)), first]
+
+    def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, _ = self.loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["letter"]))
+        if self.hparams.train_minutes and self.time_fraction() >= 1.0:
+            self.trainer.should_stop = True  # the budget is spent: Lightning validates and stops
+        return loss
+
+    def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> None:
+        loss, answer = self.loss(batch)
+        self.log("val/loss", loss, batch_size=len(batch["letter"]))
+        letters = torch.tensor(self.letter_ids, device=answer.device)
+        gold, pred, top1 = self._seen.setdefault("val", [[], [], []])
+        gold += batch["letter"].tolist()
+        pred += answer[:, letters].argmax(-1).tolist()
+        top1 += torch.isin(answer.argmax(-1), letters).int().tolist()
+
+    def on_validation_epoch_end(self) -> None:
+        gold, pred, top1 = self._seen.pop("val", [[], [], []])
+        if gold:
+            classes = range(len(self.option_set.letters))
+            self.log("val/acc", accuracy(gold, pred), prog_bar=True)
+            self.log("val/macro_f1", macro_f1(gold, pred, classes), prog_bar=True)
+            self.log("val/letter_top1", sum(top1) / len(top1))
+
+    def on_train_start(self) -> None:
+        self._started = time.monotonic()
+
+    def time_fraction(self) -> float:
+        """Share of the `train_minutes` budget used so far (0 without a budget)."""
+        if not self.hparams.train_minutes or self._started is None:
+            return 0.0
+        return (time.monotonic() - self._started) / (60 * self.hparams.train_minutes)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = self.hparams.warmup_ratio
+
+        def factor(step: int) -> float:
+            # progress is the larger of the step and the wall-clock share, so a timed run warms up and
+            # anneals to 0 within its budget
+            progress = min(1.0, max(step / total, self.time_fraction()))
+            if warmup and progress < warmup:
+                return (progress + 1 / total) / warmup
+            return 0.5 * (1.0 + math.cos(math.pi * (progress - warmup) / (1.0 - warmup)))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _trainable_keys(self) -> set[str]:
+        return {f"net.{name}" for name, p in self.net.named_parameters() if p.requires_grad}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        keep = self._trainable_keys()
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
+        checkpoint["trained_on"] = self.trained_on
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.trained_on = checkpoint.get("trained_on", self.trained_on)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """Load an adapter-only state dict (a checkpoint's) into the adapter; the frozen base stays as loaded.
+        `strict` still refuses unknown keys and adapter weights that are missing."""
+        missing = self._trainable_keys() - set(state_dict)
+        result = super().load_state_dict(state_dict, strict=False, assign=assign)
+        if strict and (missing or result.unexpected_keys):
+            raise RuntimeError(f"adapter state dict: missing {sorted(missing)[:5]}, "
+                               f"unexpected {sorted(result.unexpected_keys)[:5]}")  # fmt: skip
+        return result
+
+    def export(self, directory: str | Path) -> None:
+        """The peft adapter (`adapter_config.json`, `adapter_model.safetensors`) and `router.json`."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.net.peft_config["default"].base_model_name_or_path = self.hparams.base_model
+        self.net.save_pretrained(directory)
+        settings = {
+            "base_model": self.hparams.base_model,
+            "options": self.option_set.name,
+            "letters": list(self.option_set.letters),
+            "none_policy": self.hparams.none_policy,
+            "prompt_version": prompt_version(self.option_set),
+            "trained_on": self.trained_on,
+        }
+        (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")
