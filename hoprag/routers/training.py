@@ -210,11 +210,14 @@ class SourceRouterModule(L.LightningModule):
         weight_decay: float = 0.0,
         warmup_ratio: float = 0.03,
         train_minutes: float | None = None,
+        class_weights: str | None = None,
         dtype: str = "float32",
         cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         check_none_policy(none_policy)
+        if class_weights not in (None, "balanced"):
+            raise ValueError(f"class_weights must be 'balanced' or null, got {class_weights!r}")
         self.save_hyperparameters(logger=False)
         from peft import LoraConfig, TaskType, get_peft_model
 
@@ -227,6 +230,7 @@ class SourceRouterModule(L.LightningModule):
         self.net = get_peft_model(loaded.model, config)
         self.net.train()  # from_pretrained returns eval mode, and Lightning keeps a submodule's mode
         self.letter_ids = letter_token_ids(self.tokenizer, self.option_set)
+        self.register_buffer("weights", torch.ones(len(self.option_set.letters)), persistent=False)
         self.strict_loading = False  # checkpoints hold the adapter only (on_save_checkpoint)
         self.trained_on: list[dict[str, str]] = []
         self._seen: dict[str, list[list[int]]] = {}
@@ -236,6 +240,11 @@ class SourceRouterModule(L.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None)  # set up before the module (Lightning's order)
         if datamodule is not None:
             self.trained_on = [question_record(ex) for ex in datamodule.trained_on]
+            if self.hparams.class_weights == "balanced":
+                letters = torch.tensor([item["letter"] for item in datamodule.sets["fit"]])
+                counts = torch.bincount(letters, minlength=len(self.weights)).float()
+                balanced = torch.where(counts > 0, counts.sum() / (len(counts) * counts.clamp(min=1)), 0.0)
+                self.weights.copy_(balanced)
 
     def target_logits(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Logits at the positions that predict the last `T` columns (T = the batch's longest target), shape
@@ -254,17 +263,21 @@ class SourceRouterModule(L.LightningModule):
                        logits_to_keep=width + 1, **kwargs)  # fmt: skip
         return out.logits[:, :-1]
 
-    def loss(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean cross-entropy over the target tokens, logits at each item's answer position)."""
+    def loss(self, batch: Mapping[str, torch.Tensor], weighted: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean cross-entropy over the target tokens, logits at each item's answer position); `weighted`: each
+        item's tokens weigh its gold letter's class weight (all 1 unless `class_weights`)."""
         logits = self.target_logits(batch).float()
         labels = batch["labels"][:, -logits.shape[1] :]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                                 ignore_index=IGNORE)  # fmt: skip
+        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, ignore_index=IGNORE,
+                                                       reduction="none")  # fmt: skip
+        weight = (labels != IGNORE).float()
+        if weighted:
+            weight = weight * self.weights[batch["letter"]][:, None]
         first = (labels != IGNORE).int().argmax(1)  # each item's first target column
-        return loss, logits[torch.arange(len(labels)), first]
+        return (token_loss * weight).sum() / weight.sum(), logits[torch.arange(len(labels)), first]
 
     def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, _ = self.loss(batch)
+        loss, _ = self.loss(batch, weighted=True)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["letter"]))
         if self.hparams.train_minutes and self.time_fraction() >= 1.0:
             self.trainer.should_stop = True  # the budget is spent: Lightning validates and stops

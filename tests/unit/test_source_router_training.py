@@ -169,6 +169,23 @@ def test_the_shared_prefix_gives_the_loss_and_gradients_of_whole_sequences(tiny_
     assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(g1, g0))
 
 
+def test_balanced_class_weights_weigh_each_question_by_its_gold_letter(tiny_base):
+    dm = SourceRouterDataModule(stand_in_data(), tokenizer=tiny_base, val_fraction=0.25)
+    dm.setup("fit")
+    module = tiny_module(tiny_base, class_weights="balanced")
+    module._trainer = SimpleNamespace(datamodule=dm)
+    module.setup("fit")
+    counts = torch.bincount(torch.tensor([item["letter"] for item in dm.sets["fit"]]), minlength=3).float()
+    assert torch.allclose(module.weights, counts.sum() / (3 * counts))
+    items, pad = dm.sets["fit"], dm.tokenizer.pad_token_id
+    module.weights.copy_(torch.tensor([1.0, 0.0, 0.0]))  # only the "table" questions count
+    with torch.no_grad():
+        weighted, _ = module.loss(collate(items, pad), weighted=True)
+        table_only, _ = module.loss(collate([i for i in items if i["letter"] == 0], pad))
+        unweighted, _ = module.loss(collate(items, pad))
+    assert torch.allclose(weighted, table_only, atol=1e-5) and not torch.allclose(weighted, unweighted)
+
+
 def test_checkpoints_hold_the_adapter_only_and_load_back(tiny_base):
     module = tiny_module(tiny_base)
     checkpoint = {"state_dict": module.state_dict()}
@@ -239,6 +256,18 @@ def test_identity_follows_the_adapter_content(tiny_base, tmp_path):
             p.data.add_(0.01)
     module.export(tmp_path / "a")  # retrained in place: same path, new weights
     assert HFLLM(model=tiny_base, adapter=str(tmp_path / "a")).identity() != before
+
+
+def test_a_bf16_model_keeps_the_adapter_unmerged(tiny_base, tmp_path):
+    from peft import PeftModel
+
+    tiny_module(tiny_base).export(tmp_path / "a")
+    tuned = HFLLM(model=tiny_base, device="cpu", dtype="bfloat16", adapter=str(tmp_path / "a"))
+    assert isinstance(tuned.hf_model, PeftModel)  # merging would round the update into bf16 weights
+    [[g]] = tuned.generate([TATQA.messages(QUESTION)], max_new_tokens=2)
+    assert g.completion_tokens >= 1
+    merged = HFLLM(model=tiny_base, device="cpu", adapter=str(tmp_path / "a")).hf_model
+    assert not isinstance(merged, PeftModel)
 
 
 # -- configs ------------------------------------------------------------------------------------------------
