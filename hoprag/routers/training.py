@@ -13,7 +13,9 @@ Two exact savings make a CPU run fit its budget. Every prompt of a batch starts 
 message, instructions, options): that prefix is run once per batch and its key/value cache repeated over the
 batch, with gradients flowing through it (`share_prefix`; the loss is the same as running every sequence whole,
 tested). Logits are computed at the target positions only. A wall-clock budget (`train_minutes`) ends training
-early, the cosine schedule annealed to it, as the NLI verifier's. Checkpoints hold the adapter weights only.
+early, the cosine schedule annealed to it, as the NLI verifier's. `class_weights="balanced"` weighs each
+question's target tokens by the inverse frequency of its gold letter (our choice, as the classifier router's:
+without it a small model sits on the majority letter). Checkpoints hold the adapter weights only.
 `export(dir)` writes the peft adapter (`save_pretrained`) and `router.json` (base model, option set,
 none policy, prompt version, the questions trained on); `HFLLM(model=base, adapter=dir)` serves it.
 """
@@ -352,7 +354,7 @@ class SourceRouterModule(L.LightningModule):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.net.peft_config["default"].base_model_name_or_path = self.hparams.base_model
-        self.net.save_pretrained(directory)
+        self.net.save_pretrained(directory, save_embedding_layers=False)  # the adapter only: no embedding is tuned
         settings = {
             "base_model": self.hparams.base_model,
             "options": self.option_set.name,
