@@ -281,7 +281,7 @@ def test_source_router_config_composes_with_the_spec_settings(compose_cfg):
     assert set(module.lora.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                "down_proj"}  # fmt: skip
     assert module.warmup_ratio == 0.03 and cfg.model.datamodule.max_length == 512
-    assert cfg.model.monitor == "val/acc" and cfg.trainer.max_epochs == 3
+    assert cfg.model.monitor == "val/macro_f1" and cfg.trainer.max_epochs == 3 and cfg.threads == 1
     dm = instantiate(cfg.model.datamodule)
     assert isinstance(dm, SourceRouterDataModule) and dm.options is TATQA and dm.batch_size == 16
 
@@ -290,6 +290,6 @@ def test_llama8b_experiment_is_the_spec_recipe_on_a_gpu(compose_cfg):
     cfg = compose_cfg("train", ["+experiment=pruningrag_llama8b"])
     module = cfg.model.module
     assert module.base_model == "meta-llama/Llama-3.1-8B-Instruct" and module.dtype == "bfloat16"
-    assert module.lr == 1e-4 and module.train_minutes is None and module.lora.r == 16
+    assert module.lr == 1e-4 and module.class_weights is None and module.train_minutes is None and module.lora.r == 16
     assert cfg.trainer.accelerator == "gpu" and cfg.trainer.precision == "bf16-mixed" and cfg.trainer.max_epochs == 3
     assert cfg.model.datamodule.batch_size * cfg.trainer.accumulate_grad_batches == 16
