@@ -13,7 +13,7 @@ from hoprag.metrics.answer import (
     normalize_answer,
     token_scores,
 )
-from hoprag.metrics.crag import Judge, LLMJudge, crag_outcomes, parse_judgement, relative_gain
+from hoprag.metrics.crag import Judge, LLMJudge, NormalizedMatchJudge, crag_outcomes, parse_judgement, relative_gain
 from hoprag.metrics.retrieval import (
     PassageRecall,
     aggregate_passage_recall,
@@ -35,6 +35,7 @@ __all__ = [
     "Judge",
     "LLMJudge",
     "MetricSuite",
+    "NormalizedMatchJudge",
     "PassageRecall",
     "QAReader",
     "TokenScores",

@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hoprag.metrics.answer import normalize_answer
+
 if TYPE_CHECKING:
     from hoprag.llm.base import LLM
 
@@ -106,6 +108,7 @@ def summary(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
         "crag/judge_parse_failures": sum(
             e["judge_reply"] is not None and parse_judgement(e["judge_reply"]) is None for e in entries
         ),
+        "crag/rule_judged": sum(e["judge_reply"] is not None and RULE_MARK in e["judge_reply"] for e in entries),
     }
     for group in GROUPS:
         values = sorted({str(e.get(group)) for e in entries})
@@ -149,6 +152,23 @@ Question: what was the closing price of the dow jones on the last trading day of
 Ground truth: ["37,689.54 points"]
 Prediction: i don't know, the references do not give that price
 {"Accuracy": "False"}"""
+
+RULE_MARK = '"judge": "normalized_match"'
+
+
+class NormalizedMatchJudge:
+    """An offline aid, not CRAG's judge: correct when the prediction equals a gold after SQuAD normalisation
+    (case, punctuation, articles, spaces), so "Universal Pictures." matches "universal pictures". No
+    paraphrase, unit or format is recognised. Its replies carry `RULE_MARK`, so a run's `crag/rule_judged`
+    says how many answers it decided."""
+
+    def __call__(self, items: list[JudgeItem]) -> list[str]:
+        replies = []
+        for _, golds, prediction in items:
+            match = normalize_answer(prediction) in {normalize_answer(g) for g in golds}
+            replies.append(f'{{"accuracy": {json.dumps(match)}, {RULE_MARK}}}')
+        return replies
+
 
 JUDGE_QUERY = "Question: {question}\nGround truth: {golds}\nPrediction: {prediction}"
 

@@ -13,8 +13,16 @@ from hoprag.data import QADataset
 from hoprag.evaluation.runner import run, summarize
 from hoprag.llm import ScriptedLLM
 from hoprag.methods.base import Method, MethodOutput
-from hoprag.metrics import EvalRow, LLMJudge, MetricSuite, crag_outcomes, parse_judgement, relative_gain
-from hoprag.metrics.crag import CORRECT, HALLUCINATION, JUDGE_INSTRUCTIONS, MISSING, rates
+from hoprag.metrics import (
+    EvalRow,
+    LLMJudge,
+    MetricSuite,
+    NormalizedMatchJudge,
+    crag_outcomes,
+    parse_judgement,
+    relative_gain,
+)
+from hoprag.metrics.crag import CORRECT, HALLUCINATION, JUDGE_INSTRUCTIONS, MISSING, rates, summary
 
 CATEGORIES = {"domain": "open", "static_or_dynamic": "static", "question_type": "simple"}
 
@@ -219,3 +227,13 @@ def test_the_eval_config_has_no_judge_by_default_and_takes_one(compose_cfg):
     judge = "{_target_:hoprag.metrics.LLMJudge,llm:{_target_:hoprag.llm.ScriptedLLM}}"
     suite = instantiate(compose_cfg("eval", ["data=crag", f"metrics.crag_judge={judge}"]).metrics)
     assert isinstance(suite.crag_judge, LLMJudge) and isinstance(suite.crag_judge.llm, ScriptedLLM)
+
+
+def test_normalized_match_judge_decides_case_and_punctuation_and_is_counted():
+    judge = NormalizedMatchJudge()
+    items = [("q?", ["Universal Pictures"], "Universal Pictures."), ("q?", ["146 minutes"], "8760 seconds")]
+    outcomes = crag_outcomes(items, judge)
+    assert [o for o, _ in outcomes] == [CORRECT, HALLUCINATION]
+    entries = [{"outcome": o, "judge_reply": r, **CATEGORIES} for o, r in outcomes]
+    counts = summary(entries)
+    assert counts["crag/rule_judged"] == 2 and counts["crag/unjudged"] == 0 and counts["crag/judge_parse_failures"] == 0
