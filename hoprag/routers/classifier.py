@@ -9,6 +9,10 @@ split is scored only by the test loop. The question vectors are computed once (a
 by the embedder and the texts), so training itself takes seconds. `export(dir)` writes the head, the
 embedder's config and the questions trained on; `ClassifierRouter.load(dir)` routes with them, and
 evaluation refuses questions the export was trained on.
+
+The same machinery learns any label a question file carries in its metadata (`label_field`, with `labels`
+its classes): `python train.py +model=domain_classifier` learns CRAG's `domain`, and `LabelClassifier.load`
+predicts it (the API source's `domain=embedding`, hoprag/routers/sources/api/domain.py).
 """
 
 from __future__ import annotations
@@ -75,7 +79,10 @@ def from_question_record(record: Mapping[str, str]) -> QAExample:
 
 class RouterDataModule(L.LightningDataModule):
     """Question vectors and gold option letters: fit and select on the router-training split (its
-    context-disjoint `val_fraction` slice selects), test on the router-evaluation split."""
+    context-disjoint `val_fraction` slice selects), test on the router-evaluation split.
+
+    `label_field` (with `labels`, its classes in order) learns that metadata field instead of the option
+    letters, e.g. CRAG's `domain`; a question without one of `labels` there is refused."""
 
     def __init__(
         self,
@@ -87,11 +94,17 @@ class RouterDataModule(L.LightningDataModule):
         val_fraction: float = 0.2,
         batch_size: int = 64,
         cache_dir: str | None = None,
+        label_field: str | None = None,
+        labels: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
+        if (label_field is None) != (labels is None):
+            raise ValueError("label_field and labels go together: the metadata field to learn and its classes")
         self.data = data
         self.embedder = embedder
         self.options = option_set(options)
+        self.label_field = label_field
+        self.classes: tuple[str, ...] = self.options.letters if labels is None else tuple(labels)
         self.eval_fraction = eval_fraction
         self.split_seed = split_seed
         self.val_fraction = val_fraction
@@ -110,12 +123,22 @@ class RouterDataModule(L.LightningDataModule):
         vectors = encode_cached([ex.question for ex in examples], self.embedder, self.cache_dir)
         row = {id(ex): i for i, ex in enumerate(examples)}
         for name, part in (("fit", fit), ("val", val), ("test", evaluation)):
-            letters = [self.options.letter_of(s) for s in gold_labels(part)]
             x = torch.from_numpy(vectors[[row[id(ex)] for ex in part]]).float()
-            y = torch.tensor([self.options.letters.index(letter) for letter in letters])
-            self.sets[name] = TensorDataset(x, y)
+            self.sets[name] = TensorDataset(x, torch.tensor(self.targets(part), dtype=torch.long))
         counts = {name: len(s) for name, s in self.sets.items()}
-        print(f"router data: {counts} questions (fit / select / evaluation), options {self.options.name}")
+        target = f"options {self.options.name}" if self.label_field is None else f"labels of {self.label_field!r}"
+        print(f"router data: {counts} questions (fit / select / evaluation), {target}")
+
+    def targets(self, examples: Sequence[QAExample]) -> list[int]:
+        """Each question's class index: its gold option letter, or its `label_field` value."""
+        if self.label_field is None:
+            return [self.classes.index(self.options.letter_of(s)) for s in gold_labels(examples)]
+        found = [str(ex.metadata.get(self.label_field)) for ex in examples]
+        bad = [(ex.id, label) for ex, label in zip(examples, found) if label not in self.classes]
+        if bad:
+            raise ValueError(f"{len(bad)} questions have no {self.label_field!r} among {list(self.classes)}, "
+                             f"e.g. {bad[:3]}")  # fmt: skip
+        return [self.classes.index(label) for label in found]
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.sets["fit"], batch_size=self.batch_size, shuffle=True)
@@ -132,7 +155,8 @@ class RouterClassifierModule(L.LightningModule):
 
     `embedder` is the embedder's config (not an object): the export must rebuild the same embedder on its own.
     `class_weights="balanced"` weighs each class by the inverse of its training frequency (macro-F1 counts
-    the rare "text only" class as much as "table only").
+    the rare "text only" class as much as "table only"). `labels` replaces the option letters by these
+    classes (the datamodule's `label_field` values); `options` and `none_policy` then play no part.
     """
 
     def __init__(
@@ -144,21 +168,25 @@ class RouterClassifierModule(L.LightningModule):
         weight_decay: float = 1e-4,
         dropout: float = 0.1,
         class_weights: str | None = "balanced",
+        labels: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         from hydra.utils import instantiate
-        from omegaconf import DictConfig, OmegaConf
+        from omegaconf import DictConfig, ListConfig, OmegaConf
 
         if isinstance(embedder, DictConfig):  # plain dicts in the checkpoint's hyperparameters
             embedder = OmegaConf.to_container(embedder, resolve=True)
+        if isinstance(labels, ListConfig):
+            labels = OmegaConf.to_container(labels)
         if class_weights not in (None, "balanced"):
             raise ValueError(f"class_weights must be 'balanced' or null, got {class_weights!r}")
         check_none_policy(none_policy)
         self.save_hyperparameters(logger=False)
         self.option_set = option_set(options)
+        self.classes: tuple[str, ...] = self.option_set.letters if labels is None else tuple(labels)
         dim = instantiate(embedder).dim
-        self.head = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(dim, len(self.option_set.letters)))
-        self.register_buffer("weights", torch.ones(len(self.option_set.letters)))
+        self.head = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(dim, len(self.classes)))
+        self.register_buffer("weights", torch.ones(len(self.classes)))
         self.trained_on: list[dict[str, str]] = []
         self._seen: dict[str, tuple[list[int], list[int]]] = {}
 
@@ -166,6 +194,9 @@ class RouterClassifierModule(L.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is None:
             return
+        if tuple(datamodule.classes) != self.classes:
+            raise ValueError(f"the datamodule's classes {list(datamodule.classes)} are not the head's "
+                             f"{list(self.classes)}")  # fmt: skip
         self.trained_on = [question_record(ex) for ex in datamodule.trained_on]
         if self.hparams.class_weights == "balanced":
             counts = torch.bincount(datamodule.sets["fit"].tensors[1], minlength=len(self.weights)).float()
@@ -201,7 +232,7 @@ class RouterClassifierModule(L.LightningModule):
     def _log_epoch(self, stage: str) -> None:
         gold, pred = self._seen.pop(stage, ([], []))
         if gold:
-            classes = range(len(self.option_set.letters))
+            classes = range(len(self.classes))
             self.log(f"{stage}/acc", accuracy(gold, pred), prog_bar=True)
             self.log(f"{stage}/macro_f1", macro_f1(gold, pred, classes), prog_bar=True)
 
@@ -215,19 +246,20 @@ class RouterClassifierModule(L.LightningModule):
         self.trained_on = checkpoint.get("trained_on", [])
 
     def export(self, directory: str | Path) -> None:
-        """`head.pt` (the linear layer's weights) and `router.json` (embedder config, option set, none policy,
-        the questions trained on), which `ClassifierRouter.load` reads."""
+        """`head.pt` (the linear layer's weights) and `router.json` (embedder config, option set and none
+        policy or the labels, the questions trained on), which `ClassifierRouter.load` (or, for labels,
+        `LabelClassifier.load`) reads."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         linear = self.head[-1]
         torch.save({k: v.detach().cpu() for k, v in linear.state_dict().items()}, directory / HEAD_FILE)
-        settings = {
-            "embedder": self.hparams.embedder,
-            "options": self.option_set.name,
-            "letters": list(self.option_set.letters),
-            "none_policy": self.hparams.none_policy,
-            "trained_on": self.trained_on,
-        }
+        settings: dict[str, Any] = {"embedder": self.hparams.embedder}
+        if self.hparams.labels is None:
+            settings |= {"options": self.option_set.name, "letters": list(self.option_set.letters),
+                         "none_policy": self.hparams.none_policy}  # fmt: skip
+        else:
+            settings["labels"] = list(self.classes)
+        settings["trained_on"] = self.trained_on
         (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
@@ -256,10 +288,10 @@ class ClassifierRouter:
         from hydra.utils import instantiate
 
         directory = Path(directory)
-        settings = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
-        state = torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True)
-        head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
-        head.load_state_dict(state)
+        settings, head = read_export(directory)
+        if "options" not in settings:
+            raise ValueError(f"{directory} classifies {settings.get('labels')}, not router options: "
+                             "load it with LabelClassifier")  # fmt: skip
         options = option_set(settings["options"])
         if list(options.letters) != settings["letters"]:
             raise ValueError(f"{directory}: trained on letters {settings['letters']}, {options.name} now has "
@@ -273,9 +305,7 @@ class ClassifierRouter:
 
     def route(self, questions: Sequence[str], costs: Sequence[Cost | None] | None = None) -> list[RouteDecision]:
         started = time.perf_counter()
-        vectors = torch.from_numpy(self.embedder.encode_queries(list(questions))).float()
-        with torch.no_grad():
-            picks = self.head(vectors).argmax(-1).tolist() if len(questions) else []
+        picks = top_classes(self.embedder, self.head, questions)
         share = charge_evenly(costs, time.perf_counter() - started)
         for cost in costs or ():
             if cost is not None:
@@ -287,3 +317,53 @@ class ClassifierRouter:
             decisions.append(RouteDecision(sources, letter, parsed))
         return decisions
 
+
+class LabelClassifier:
+    """Predicts labels with an export trained with `labels` (CRAG's domains: `train.py +model=domain_classifier`)."""
+
+    def __init__(
+        self, embedder: Embedder, head: torch.nn.Linear, labels: Sequence[str], trained_on: Sequence[QAExample] = ()
+    ) -> None:
+        if head.out_features != len(labels):
+            raise ValueError(f"a head of {head.out_features} outputs for {len(labels)} labels")
+        self.embedder = embedder
+        self.head = head.eval()
+        self.labels = tuple(labels)
+        self.trained_on = list(trained_on)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> LabelClassifier:
+        from hydra.utils import instantiate
+
+        directory = Path(directory)
+        settings, head = read_export(directory)
+        if "labels" not in settings:
+            raise ValueError(f"{directory} is a router export (options {settings.get('options')}): load it with "
+                             "ClassifierRouter")  # fmt: skip
+        trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
+        return cls(instantiate(settings["embedder"]), head, settings["labels"], trained_on)
+
+    def check_unseen(self, examples: Sequence[QAExample]) -> None:
+        """Refuse to predict for questions (or contexts, or question texts) this classifier was trained on."""
+        check_disjoint(self.trained_on, examples)
+
+    def predict(self, questions: Sequence[str]) -> list[str]:
+        return [self.labels[i] for i in top_classes(self.embedder, self.head, questions)]
+
+
+def read_export(directory: Path) -> tuple[dict[str, Any], torch.nn.Linear]:
+    """An export's settings (`router.json`) and its linear head (`head.pt`)."""
+    settings = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
+    state = torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True)
+    head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
+    head.load_state_dict(state)
+    return settings, head
+
+
+def top_classes(embedder: Embedder, head: torch.nn.Linear, questions: Sequence[str]) -> list[int]:
+    """The head's top class for each question."""
+    if not questions:
+        return []
+    vectors = torch.from_numpy(embedder.encode_queries(list(questions))).float()
+    with torch.no_grad():
+        return head(vectors).argmax(-1).tolist()

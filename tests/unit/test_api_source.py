@@ -17,13 +17,16 @@ import pytest
 from hoprag.cost import Cost
 from hoprag.data import QADataset
 from hoprag.data.crag import parse_crag
+from hoprag.data.types import QAExample
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.paths import data_root
 from hoprag.routers.sources.api import APISource, MockAPIClient, MockAPIError
+from hoprag.routers.sources.api.domain import DomainGuess
 from hoprag.routers.sources.api.matching import CompanyTable, Match, Matcher, team_of
 from hoprag.routers.sources.api.ner import CATEGORIES, extract_entities, ner_messages, parse_entities
 from hoprag.routers.sources.api.render import frame_rows, render
 from hoprag.routers.sources.api.rules import select
+from hoprag.routers.sources.api.source import STATS
 from hoprag.routers.sources.api.timeparse import Period, parse_query_time, resolve_periods
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "crag_api"
@@ -384,7 +387,10 @@ def test_funko_end_to_end_renders_the_open_price(server):
     trace = source.traces[0]
     assert (trace.domain, trace.entities, trace.matches) == ("finance", {"company": ["Funko"]}, ["ticker:FNKO"])
     assert trace.periods == ["today=2024-03-05..2024-03-05"]
-    assert source.counts == {"questions": 1, "api_calls": 3, "ner_parse_failures": 0, "no_match": 0, "empty": 0}
+    assert source.counts == {"questions": 1, "api_calls": 3, "ner_parse_failures": 0, "no_match": 0, "empty": 0,
+                             "domain_oracle": 1, "domain_parse_failures": 0, "domain_correct": 1, "domain_known": 1}
+    assert source.question_stats == [{"ner_parse_failed": 0.0, "no_match": 0.0, "empty": 0.0, "api_calls": 3.0,
+                                      "domain_oracle": 1.0, "domain_parse_failed": 0.0, "domain_correct": 1.0}]
     # the same question renders to the same text
     assert source.fetch([question(FUNKO, "finance")], [Cost()]) == [passages]
 
@@ -464,6 +470,7 @@ def test_ner_parse_failures_and_unmatched_entities_are_counted(server):
     examples = [question(FUNKO, "finance", "a"), question("How is Nintendo doing?", "finance", "b")]
     assert source.fetch(examples, [Cost(), Cost()]) == [[], []]
     assert source.counts["ner_parse_failures"] == 1 and source.counts["no_match"] == 2
+    assert [(s["ner_parse_failed"], s["no_match"]) for s in source.question_stats] == [(1.0, 1.0), (0.0, 1.0)]
     # "Nintendo" is not in the table, so the server's search was the last resort
     assert server.endpoints() == ["/finance/get_company_name"]
 
@@ -475,13 +482,59 @@ def test_a_server_that_is_down_stops_the_fetch_with_the_url(closed_port):
         source.fetch([question(FUNKO, "finance")], [Cost()])
 
 
+class FixedDomains:
+    """A classifier object naming one domain for every question."""
+
+    oracle = False
+
+    def __init__(self, domain: str) -> None:
+        self.domain = domain
+
+    def classify(self, examples, costs):
+        return [DomainGuess(self.domain) for _ in examples]
+
+
 def test_the_domain_is_the_gold_field_unless_a_classifier_is_given(server):
     examples = [question(FUNKO, "open")]
-    assert api_source(server, {"Funko": "Funko (company)"}).fetch(examples, [Cost()]) == [[]]
-    routed = api_source(server, {"Funko": "Funko (company)"}, classifier=lambda exs: ["finance"] * len(exs))
+    oracle = api_source(server, {"Funko": "Funko (company)"})
+    assert oracle.fetch(examples, [Cost()]) == [[]]
+    assert oracle.question_stats[0]["domain_oracle"] == 1.0 and oracle.question_stats[0]["domain_correct"] == 1.0
+    routed = api_source(server, {"Funko": "Funko (company)"}, domain=FixedDomains("finance"))
     assert len(routed.fetch(examples, [Cost()])[0]) == 3 and routed.traces[0].domain == "finance"
+    assert (routed.traces[0].gold_domain, routed.question_stats[0]["domain_correct"]) == ("open", 0.0)
+    assert routed.question_stats[0]["domain_oracle"] == 0.0
+    assert routed.counts["domain_correct"] == 0 and routed.counts["domain_known"] == 1
     with pytest.raises(ValueError, match="unknown CRAG domains"):
-        api_source(server, {}, classifier=lambda exs: ["weather"]).fetch(examples, [Cost()])
+        api_source(server, {}, domain=FixedDomains("weather")).fetch(examples, [Cost()])
+
+
+def test_question_stats_are_per_question_in_batch_order(server):
+    """A finance question with a matched company, an open question and a NER parse failure, in one batch."""
+    source = api_source(server, {"How much did Funko": "Funko (company)", "Apple": "Apple is the company."})
+    examples = [question(FUNKO, "finance", "a"), question("Who is Marie Curie?", "open", "b"),
+                question("When did Apple pay its last dividend?", "finance", "c")]
+    funko, curie, apple = source.fetch(examples, [Cost() for _ in examples])
+    assert len(funko) == 3 and curie == [] and apple == []
+    base = {"domain_oracle": 1.0, "domain_parse_failed": 0.0, "domain_correct": 1.0}
+    assert source.question_stats == [
+        {"ner_parse_failed": 0.0, "no_match": 0.0, "empty": 0.0, "api_calls": 3.0, **base},
+        {"ner_parse_failed": 0.0, "no_match": 0.0, "empty": 1.0, "api_calls": 0.0, **base},  # open: no NER, no call
+        {"ner_parse_failed": 1.0, "no_match": 1.0, "empty": 1.0, "api_calls": 0.0, **base},
+    ]
+    assert set(source.question_stats[0]) == set(STATS)
+    assert [t.id for t in source.traces] == ["a", "b", "c"]
+    assert (source.counts["ner_parse_failures"], source.counts["empty"], source.counts["api_calls"]) == (1, 2, 3)
+    source.fetch(examples[1:2], [Cost()])  # the stats are the last batch's; the counts run on
+    assert len(source.question_stats) == 1 and source.counts["questions"] == 4 and source.counts["empty"] == 3
+
+
+def test_a_question_without_a_gold_domain_has_no_domain_correct(server):
+    source = api_source(server, {}, domain=FixedDomains("open"))
+    unlabelled = QAExample("u", "Who is Marie Curie?", ["x"], metadata={"query_time": QUERY_TIME})
+    assert source.fetch([unlabelled], [Cost()]) == [[]]
+    assert "domain_correct" not in source.question_stats[0] and source.counts["domain_known"] == 0
+    with pytest.raises(ValueError, match="no 'domain' field"):
+        api_source(server, {}).fetch([unlabelled], [Cost()])
 
 
 def test_a_missing_company_table_is_reported_with_what_to_do(tmp_path):
