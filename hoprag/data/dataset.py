@@ -13,9 +13,10 @@ Files are loaded on first use, so building the config tree stays cheap.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from hoprag.data.corpus import pool_corpus, read_corpus
 from hoprag.data.fetch import ensure_file
@@ -29,11 +30,13 @@ class QADataset:
 
     `questions` / `corpus` are paths relative to the data root (or absolute); `corpus=None` pools the
     questions' own context passages into a closed corpus (TreeHop / HippoRAG setting). `types` keeps the
-    questions of those types only (e.g. MultiHop-RAG's `inference_query`, as TreeHop evaluates). `limit` keeps
-    the first N questions in file order (no shuffling, so subsets are nested and reproducible); `sample`
-    then draws N of them at random with `seed` (as PruneRAG and TreeRare evaluate 500 random questions),
-    kept in file order. The closed corpus always pools every question of the file, so `limit` and
-    `sample` change which questions are asked, not how hard retrieval is.
+    questions of those types only (e.g. MultiHop-RAG's `inference_query`, as TreeHop evaluates); `where` keeps
+    those whose metadata fields hold the given values (CRAG's `{split: 0}`: the validation portion PruningRAG
+    reports). Both drop questions as the file is read, before `limit`. `limit` keeps the first N questions in
+    file order (no shuffling, so subsets are nested and reproducible); `sample` then draws N of them at random
+    with `seed` (as PruneRAG and TreeRare evaluate 500 random questions), kept in file order. The closed
+    corpus always pools every question of the file, so `limit` and `sample` change which questions are asked,
+    not how hard retrieval is.
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class QADataset:
         seed: int = 0,
         types: Sequence[str] | None = None,
         split: str | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.split = split
@@ -59,15 +63,18 @@ class QADataset:
         self.sample = sample
         self.seed = seed
         self.types = None if types is None else set(types)
+        self.where = dict(where or {})
         self._corpus: list[Passage] | None = None
 
     def _load(self, limit: int | None) -> list[QAExample]:
         path = ensure_file(self.questions, self.root)
-        if self.types is None:
-            return load_questions(path, format=self.format, dataset=self.name, limit=limit, split=self.split)
-        kept = [ex for ex in load_questions(path, format=self.format, dataset=self.name, split=self.split)
-                if ex.type in self.types]  # fmt: skip
-        return kept[:limit]
+        keep = self._kept if self.types is not None or self.where else None
+        return load_questions(path, format=self.format, dataset=self.name, limit=limit, split=self.split, keep=keep)
+
+    def _kept(self, example: QAExample) -> bool:
+        if self.types is not None and example.type not in self.types:
+            return False
+        return all(example.metadata.get(key) == value for key, value in self.where.items())
 
     @cached_property
     def examples(self) -> list[QAExample]:

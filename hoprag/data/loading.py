@@ -1,8 +1,8 @@
 """`load_questions`: one entry point for every supported question format, detected from the file.
 
-The container (one JSON list or JSONL, optionally .bz2/.gz) is read by `iter_records`; the format is
-told by the first record's keys, which differ between all official releases, and can be forced with
-`format=`. A format's parser returns one example, or a list of them when one record holds several
+The container (one JSON list or JSONL, optionally .bz2/.gz, or a tar archive of JSONL files) is read by
+`iter_records`; the format is told by the first record's keys, which differ between all official releases,
+and can be forced with `format=`. A format's parser returns one example, or a list of them when one record holds several
 questions (TAT-QA: a context with its questions). ASQA's official `ASQA.json` is the one container of another shape (an object of splits): it is
 told by its first bytes and read one split at a time (`split=`, dev by default).
 """
@@ -89,12 +89,14 @@ def load_questions(
     dataset: str | None = None,
     limit: int | None = None,
     split: str | None = None,
+    keep: Callable[[QAExample], bool] | None = None,
 ) -> list[QAExample]:
     """Load a question file into `QAExample`s.
 
     `dataset` names the examples (default: the format name; for FlashRAG files, whose layout is
     `<dataset>/<split>.jsonl`, the parent folder's name). `limit` keeps the first N examples (questions) and
-    stops reading there, so a JSONL train split can be sampled cheaply. `split` picks the split of a file that
+    stops reading there, so a JSONL train split can be sampled cheaply; `keep`, a test of each example, drops
+    the others as they are read, before `limit` counts. `split` picks the split of a file that
     holds several (ASQA's `ASQA.json`: "dev", the default, or "train"); other files hold one. Every
     record read is checked (`hoprag.data.validation`), so a bad one fails here, before any question is
     answered.
@@ -107,7 +109,8 @@ def load_questions(
         raise ValueError(f"split={split!r}: {path} holds one split (only ASQA's ASQA.json holds several)")
     else:
         format, records = _detected(path, format)
-    examples = list(itertools.islice(_examples(parse_records(records, FORMATS[format])), limit))
+    parsed = _examples(parse_records(records, FORMATS[format]))
+    examples = list(itertools.islice(parsed if keep is None else filter(keep, parsed), limit))
     name = dataset or (Path(path).parent.name if format == "flashrag" else format)
     for ex in examples:
         ex.dataset = name

@@ -11,11 +11,13 @@ import bz2
 import gzip
 import json
 import os
+import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
+TAR_SUFFIXES = (".tar", ".tar.bz2", ".tar.gz", ".tgz")
 
 
 class DataFormatError(ValueError):
@@ -42,25 +44,36 @@ def open_binary(path: str | os.PathLike) -> IO[bytes]:
     return open(path, "rb")
 
 
+def is_tar(path: str | os.PathLike) -> bool:
+    return Path(path).name.endswith(TAR_SUFFIXES)
+
+
 def iter_records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield `(location, record)` for a JSON-list file or a JSONL file.
+    """Yield `(location, record)` for a JSON-list file, a JSONL file or a tar archive of JSONL files.
 
     The container is told by the first non-blank character (`[` = one JSON list, as HotpotQA and 2Wiki
     ship; anything else = JSONL), so a `.json` file holding JSONL still reads. `location` is
     "<file>, line N" (1-based) for JSONL and "<file>, record index N" (0-based) for JSON lists. Bytes are
     decoded per line, so text that is not UTF-8 is reported with its line too; a file without a single
-    record (empty, blank, `[]`) is an error, not an empty dataset.
+    record (empty, blank, `[]`) is an error, not an empty dataset. A tar archive (`.tar`, optionally bz2 /
+    gzip compressed: CRAG's 50-page Task 3 release `crag_task_3_dev_v4.tar.bz2` holds its questions in several
+    JSONL parts) is read as a stream, without unpacking: its `.jsonl` members (`.jsonl.bz2` / `.jsonl.gz` too)
+    in archive order, located as "<file>:<member>, line N"; other members are skipped.
     """
     found = False
+    for item in _tar_records(path) if is_tar(path) else _file_records(path):
+        found = True
+        yield item
+    if not found:
+        raise DataFormatError(f"{path} holds no records")
+
+
+def _file_records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
     with open_binary(path) as f:
         first = _first_byte(f)
         if first is not None:
             f.seek(0)
-            for item in _json_list(f.read(), path) if first == b"[" else _jsonl(f, path):
-                found = True
-                yield item
-    if not found:
-        raise DataFormatError(f"{path} holds no records")
+            yield from _json_list(f.read(), path) if first == b"[" else _jsonl(f, path)
 
 
 def _first_byte(f: IO[bytes]) -> bytes | None:
@@ -99,6 +112,25 @@ def _jsonl(f: IO[bytes], path: str | os.PathLike) -> Iterator[tuple[str, dict[st
         except json.JSONDecodeError as e:
             raise DataFormatError(f"{path}, line {lineno}: invalid JSON ({e.msg})") from None
         yield _checked(record, f"{path}, line {lineno}")
+
+
+def _tar_records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
+    with tarfile.open(path, "r|*") as archive:
+        for member in archive:
+            name = member.name.removesuffix(".bz2").removesuffix(".gz")
+            if not member.isfile() or not name.endswith(".jsonl"):
+                continue
+            with _decompressed(archive.extractfile(member), member.name) as f:
+                yield from _jsonl(f, f"{path}:{member.name}")
+
+
+def _decompressed(f: IO[bytes], name: str) -> IO[bytes]:
+    """A member's bytes, decompressed when its name ends in `.bz2` / `.gz`."""
+    if name.endswith(".bz2"):
+        return bz2.BZ2File(f)
+    if name.endswith(".gz"):
+        return gzip.GzipFile(fileobj=f)
+    return f
 
 
 def _checked(record: Any, where: str) -> tuple[str, dict[str, Any]]:

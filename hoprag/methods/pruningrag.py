@@ -3,13 +3,18 @@
     python eval.py +method=pruningrag data=crag                          # routed (the un-tuned base router)
     python eval.py +method=pruningrag data=crag method.strategy=fixed method.fixed=[web,api]   # no pruning
     python eval.py +method=pruningrag data=tatqa method.router.options=tatqa method.fixed=[table,text]
+    python eval.py +method=pruningrag data=crag method.strategy=fallback method.fixed=[web]   # LLM → web
 
 Coarse pruning: a router reads the question alone and picks sources (`strategy=routed`), or the sources are
-fixed (`strategy=fixed`: no pruning when all are named). Only the chosen sources are consulted, each with its
-own fine-grained pruning (`hoprag.routers.sources`), and one answer prompt reads what they kept (P18: the
-answerer is unchanged; the LLM's own knowledge means no references section; a router that abstains gives
-"I don't know" without an answer call). Per question the record keeps the route, the router's reply, the
-context tokens the answerer read, and the answer's parse result (`### Final Answer` in the CoT variant).
+fixed (`strategy=fixed`: no pruning when all are named), or the LLM answers alone first and the `fixed`
+sources are consulted only for the questions where it abstains (`strategy=fallback`, Table 3's "LLM → X";
+abstaining is CRAG's missing rule: "i don't know" anywhere in the answer). Only the chosen sources are
+consulted, each with its own fine-grained pruning (`hoprag.routers.sources`), and one answer prompt reads what
+they kept (P18: the answerer is unchanged; the LLM's own knowledge means no references section; a router that
+abstains gives "I don't know" without an answer call). Per question the record keeps the route, the router's
+reply, the context tokens the answerer read, the answer's parse result (`### Final Answer` in the CoT
+variant), the LLM-alone reply of a fallback run, and the figures a source reports per question
+(`question_stats`, merged into the stats as `<source>/<key>`).
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import Context
 from hoprag.methods.base import Method, MethodOutput
+from hoprag.metrics.crag import MISSING, crag_outcomes
 from hoprag.routers.options import ABSTAIN
 from hoprag.routers.prompts import answer_prompt, final_answer, icl_examples
 from hoprag.routers.sources.base import Source
 from hoprag.routers.sources.web import format_references
 
-STRATEGIES = ("routed", "fixed")
+STRATEGIES = ("routed", "fixed", "fallback")
 IDK_ANSWER = "I don't know"
 
 
@@ -46,9 +52,10 @@ class PruningRAG(Method):
     """`sources` maps source names (web, api, llm, table, text) to sources, or to null for a source the
     router may choose that is not available in this run (e.g. the mock API offline): a route to it is counted
     (`method/route_unavailable`) and answered from the other chosen sources, or none; `router` routes when
-    `strategy=routed`, `fixed` names the sources otherwise. `cot` / `icl` / `cross_domain` / `grounded` pick
-    the answer prompt's variant (P6: the code's routed pipeline: no CoT, same-domain ICL; the paper: CoT with
-    two cross-domain examples)."""
+    `strategy=routed`, `fixed` names the sources otherwise (with `fallback`: those asked after the LLM alone
+    abstains). `cot` / `icl` / `cross_domain` / `grounded` pick the answer prompt's variant (P6: the code's
+    routed pipeline: no CoT, same-domain ICL; the paper: CoT with two cross-domain examples; `grounded=false`:
+    the LLM may combine the references with its own knowledge, Table 3's "LLM + X")."""
 
     name = "pruningrag"
     needs_retriever = False
@@ -75,9 +82,12 @@ class PruningRAG(Method):
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if strategy == "routed" and router is None:
             raise ValueError("strategy=routed needs a router")
-        unknown = [s for s in fixed if sources.get(s) is None] if strategy == "fixed" else []
+        unknown = [s for s in fixed if sources.get(s) is None] if strategy != "routed" else []
         if unknown:
             raise ValueError(f"fixed sources {unknown} are not configured (sources: {sorted(sources)})")
+        if strategy == "fallback" and (not fixed or "llm" in fixed):
+            raise ValueError(f"strategy=fallback asks the LLM alone first; `fixed` names the sources asked after "
+                             f"it abstains, and not llm: {list(fixed)}")  # fmt: skip
         sources = {name: _complete(source, llm) for name, source in sources.items()}
         router = _complete(router, router_llm or llm) if strategy == "routed" else None
         self.sources, self.router, self.strategy, self.fixed = sources, router, strategy, tuple(fixed)
@@ -94,9 +104,14 @@ class PruningRAG(Method):
                 raise ValueError(f"the router chose {missing}, which are not configured (sources: {sorted(self.sources)})")
         return [(tuple(d.sources), d) for d in decisions]
 
-    def evidence(self, examples: Sequence[QAExample], routes: Sequence[tuple[str, ...]], costs: Sequence[Cost]):
-        """Each question's kept passages: only the sources it was routed to are consulted."""
+    def evidence(
+        self, examples: Sequence[QAExample], routes: Sequence[tuple[str, ...]], costs: Sequence[Cost]
+    ) -> tuple[list[list[Passage]], list[dict[str, float]]]:
+        """Each question's kept passages, and the figures the sources it consulted report for it: a source's
+        `question_stats` (one dict per question of its last `fetch`), merged as `<source>/<key>`. Only the
+        sources a question was routed to are consulted."""
         kept: list[list[Passage]] = [[] for _ in examples]
+        figures: list[dict[str, float]] = [{} for _ in examples]
         for name, source in self.sources.items():
             if source is None:
                 continue
@@ -106,39 +121,91 @@ class PruningRAG(Method):
             found = source.fetch([examples[i] for i in asked], [costs[i] for i in asked])
             for i, passages in zip(asked, found):
                 kept[i] += passages
-        return kept
-
-    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
-        routed = self.routes(examples, costs)
-        routes = [sources for sources, _ in routed]
-        kept = self.evidence(examples, routes, costs)
-        prompts, asking = [], []
-        for i, (ex, sources, passages) in enumerate(zip(examples, routes, kept)):
-            if ABSTAIN in sources:
+            reported = getattr(source, "question_stats", None)
+            if reported is None:
                 continue
-            only_llm = all(s == "llm" or self.sources[s] is None for s in sources)
+            if len(reported) != len(asked):
+                raise RuntimeError(f"source {name!r} reported question_stats for {len(reported)} questions; "
+                                   f"it was asked {len(asked)}")  # fmt: skip
+            for i, stats in zip(asked, reported):
+                figures[i].update({f"{name}/{key}": float(value) for key, value in stats.items()})
+        return kept, figures
+
+    def ask(
+        self,
+        examples: Sequence[QAExample],
+        routes: Sequence[tuple[str, ...]],
+        kept: Sequence[list[Passage]],
+        costs: Sequence[Cost],
+        asking: Sequence[int],
+        stage: str = "answer",
+    ) -> dict[int, str]:
+        """The raw replies, by question index, of one batched answer call for the questions `asking`: each
+        prompt reads its question's kept passages, or none when only the LLM's own knowledge is routed."""
+        if not asking:
+            return {}
+        prompts = []
+        for i in asking:
+            ex = examples[i]
+            only_llm = all(s == "llm" or self.sources.get(s) is None for s in routes[i])
+            refs = None if only_llm else reference_context(kept[i])
             examples_icl = icl_examples(ex.metadata.get("domain"), self.icl, self.cross_domain)
-            refs = None if only_llm else reference_context(passages)
             prompts.append(answer_prompt(ex.question, str(ex.metadata.get("query_time", "")), refs, examples_icl,
                                          cot=self.cot, grounded=self.grounded))  # fmt: skip
-            asking.append(i)
-        replies = self.llm.generate(prompts, costs=[costs[i] for i in asking], stage="answer", **self.generation)
-        by_question = dict(zip(asking, (r[0] for r in replies)))
+        replies = self.llm.generate(prompts, costs=[costs[i] for i in asking], stage=stage, **self.generation)
+        return {i: r[0].text for i, r in zip(asking, replies)}
+
+    def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        if self.strategy == "fallback":
+            return self.fallback(examples, costs)
+        routed = self.routes(examples, costs)
+        routes = [sources for sources, _ in routed]
+        kept, figures = self.evidence(examples, routes, costs)
+        replies = self.ask(examples, routes, kept, costs, [i for i, r in enumerate(routes) if ABSTAIN not in r])
         outputs = []
-        for i, (ex, (sources, decision), passages) in enumerate(zip(examples, routed, kept)):
-            reply = by_question.get(i)
-            text = reply.text if reply is not None else ""
-            prediction, parsed = final_answer(text, self.cot) if reply is not None else (IDK_ANSWER, True)
-            trace = {"sources": list(sources), "output": text}
+        for i, ((sources, decision), passages) in enumerate(zip(routed, kept)):
+            text = replies.get(i)
+            prediction, parsed = final_answer(text, self.cot) if text is not None else (IDK_ANSWER, True)
+            trace = {"sources": list(sources), "output": text or ""}
+            stats = self.route_stats(sources, passages)
             if decision is not None:
                 trace["router_reply"] = decision.reply
-            stats = {f"route/{s}": float(s in sources) for s in [*self.sources, ABSTAIN]}
-            stats["route_unavailable"] = float(any(self.sources.get(s, 0) is None for s in sources))
-            stats["context_tokens"] = float(sum(self.llm.count_tokens([p.text for p in passages]))) if passages else 0.0
-            if decision is not None:
                 stats["router_parse_failed"] = float(not decision.parsed)
-            outputs.append(MethodOutput(prediction, passages, trace, not parsed, stats))
+            outputs.append(MethodOutput(prediction, passages, trace, not parsed, {**stats, **figures[i]}))
         return outputs
+
+    def fallback(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
+        """LLM → X: every question is asked of the LLM alone (one batched call, stage "llm_first"); only those
+        whose answer is missing by CRAG's rule consult the `fixed` sources and are asked again with what they
+        kept (a second batched call, stage "answer"), whose answer is final. Both calls are charged to the
+        question; its record keeps both replies and which pass answered (`answered_by`: llm | fallback)."""
+        everyone = list(range(len(examples)))
+        first = self.ask(examples, [("llm",)] * len(examples), [[] for _ in examples], costs, everyone, "llm_first")
+        first_answers = [final_answer(first[i], self.cot) for i in everyone]
+        # the evaluator's missing check (its first, made before any gold answer is looked at)
+        outcomes = crag_outcomes([(ex.question, [], answer) for ex, (answer, _) in zip(examples, first_answers)])
+        abstained = {i for i, (outcome, _) in enumerate(outcomes) if outcome == MISSING}
+        routes = [self.fixed if i in abstained else () for i in everyone]
+        kept, figures = self.evidence(examples, routes, costs)
+        second = self.ask(examples, routes, kept, costs, sorted(abstained))
+        outputs = []
+        for i in everyone:
+            used = i in second
+            prediction, parsed = final_answer(second[i], self.cot) if used else first_answers[i]
+            consulted = ("llm", *routes[i])
+            trace = {"sources": list(consulted), "answered_by": "fallback" if used else "llm",
+                     "llm_output": first[i], "output": second[i] if used else first[i]}  # fmt: skip
+            stats = {**self.route_stats(consulted, kept[i]), "fallback_used": float(used), **figures[i]}
+            outputs.append(MethodOutput(prediction, kept[i], trace, not parsed, stats))
+        return outputs
+
+    def route_stats(self, sources: Sequence[str], passages: Sequence[Passage]) -> dict[str, float]:
+        """Which sources a question consulted, whether one of them was unavailable, and the context tokens its
+        answer prompt read."""
+        stats = {f"route/{s}": float(s in sources) for s in [*self.sources, ABSTAIN]}
+        stats["route_unavailable"] = float(any(self.sources.get(s, 0) is None for s in sources))
+        stats["context_tokens"] = float(sum(self.llm.count_tokens([p.text for p in passages]))) if passages else 0.0
+        return stats
 
 
 def _complete(component: Any, llm: LLM) -> Any:

@@ -1,9 +1,10 @@
 """PruningRAG's answer prompts (spec/pruningrag.md §7, paraphrased) and the false-premise examples.
 
 One user message after the system message "You are a helpful assistant.": a task line with the query time,
-the guidelines (a false premise → exactly `invalid question`; unsure or unsupported → `I don't know`; a
-grounding line when only the references may be used; short answers), optional false-premise examples
-(ICL, N per prompt, from the query's own domain as the code's routed pipeline does, or from other domains
+the guidelines (a false premise → exactly `invalid question`; unsure → `I don't know`; when only the
+references may be used, also unsupported by them → `I don't know`, and a grounding line: the "LLM + source"
+variants drop both, as the code's LLM_WEB / LLM_KG / LLM_ALL prompts do; short answers), optional false-premise
+examples (ICL, N per prompt, from the query's own domain as the code's routed pipeline does, or from other domains
 as the paper recommends), then `### Query Time`, `### References`, `### Question` and the cue: `### Answer`,
 or `### Thought` for the chain-of-thought variant, whose answer is read after `### Final Answer`.
 """
@@ -56,9 +57,11 @@ def answer_prompt(
              "- If the question has a factual error or a false premise, reply exactly: invalid question."]  # fmt: skip
     if examples:
         lines += ["  Examples of invalid questions:"] + [f"  - {q} ({why})" for q, why in examples]
-    lines.append("- If you are not sure, or the references do not contain the information, reply: I don't know.")
-    if grounded and references is not None:
+    if grounded and references is not None:  # the source-only prompts; "LLM + source" may combine (the code)
+        lines.append("- If you are not sure, or the references do not contain the information, reply: I don't know.")
         lines.append("- Use only the references, not your prior knowledge.")
+    else:
+        lines.append("- If you are not sure, reply: I don't know.")
     lines.append("- Keep the final answer short.")
     if cot:
         lines.append(f"Think step by step. Start with `### Thought` and your reasoning; the last line is "

@@ -97,3 +97,101 @@ def test_a_route_to_an_unavailable_source_is_counted_and_answered_without_it():
     assert "### References" not in answer_llm.calls[0].texts[0]  # no source left: the LLM's own knowledge
     with pytest.raises(ValueError, match="not configured"):
         PruningRAG(answer_llm, sources, strategy="fixed", fixed=["api"])
+
+
+class CountingSource(RecordingSource):
+    """A source reporting figures per question of its last fetch, as the API source's `question_stats`."""
+
+    def fetch(self, examples, costs):
+        self.question_stats = [{"no_match": float(ex.id == "q1"), "api_calls": 2} for ex in examples]
+        return super().fetch(examples, costs)
+
+
+def fallback_world(fixed=("web",), **kwargs):
+    """q2 is answered by the LLM alone; q1 abstains plainly and q3 inside a longer answer (CRAG's substring)."""
+    web, api = RecordingSource("web"), CountingSource("api")
+    llm = ScriptedLLM(rules=[(r"### References", "Paris"), (r"Jaws", "Steven Spielberg"),
+                             (r"band", "I don't know, maybe Lyon")], default_reply="I don't know")  # fmt: skip
+    method = PruningRAG(llm, {"web": web, "api": api, "llm": ParametricSource()}, strategy="fallback",
+                        fixed=list(fixed), **kwargs)  # fmt: skip
+    return web, api, llm, method
+
+
+def test_fallback_consults_the_sources_only_for_the_questions_the_llm_alone_abstains_on():
+    web, api, llm, method = fallback_world()
+    costs = [Cost() for _ in EXAMPLES]
+    outs = method.answer(EXAMPLES, costs)
+    assert web.asked == ["q1", "q3"] and api.asked == []
+    assert len(llm.calls) == 2 and len(llm.calls[1].texts) == 2  # all three alone, then the two abstainers
+    assert not any("### References" in t for t in llm.calls[0].texts)
+    assert all("### References" in t for t in llm.calls[1].texts)
+    assert [o.prediction for o in outs] == ["Paris", "Steven Spielberg", "Paris"]
+    assert [o.trace["answered_by"] for o in outs] == ["fallback", "llm", "fallback"]
+    assert outs[2].trace["llm_output"] == "I don't know, maybe Lyon" and outs[2].trace["output"] == "Paris"
+    assert outs[1].trace["llm_output"] == outs[1].trace["output"] == "Steven Spielberg"
+    assert [o.trace["sources"] for o in outs] == [["llm", "web"], ["llm"], ["llm", "web"]]
+    assert [o.stats["fallback_used"] for o in outs] == [1.0, 0.0, 1.0]
+    assert [o.stats["route/web"] for o in outs] == [1.0, 0.0, 1.0] and all(o.stats["route/llm"] == 1.0 for o in outs)
+    assert outs[1].retrieved == [] and outs[1].stats["context_tokens"] == 0.0 and outs[0].stats["context_tokens"] > 0
+    assert [c.llm_calls for c in costs] == [2, 1, 2] and [c.retrieval_calls for c in costs] == [1, 0, 1]
+    assert set(costs[0].seconds) == {"llm_first", "answer", "web"} and set(costs[1].seconds) == {"llm_first"}
+
+
+def test_fallback_to_several_sources_reads_them_together_grounded_and_needs_no_second_call_when_none_abstains():
+    web, api, llm, method = fallback_world(fixed=("web", "api"))
+    outs = method.answer(EXAMPLES, [Cost() for _ in EXAMPLES])
+    assert web.asked == api.asked == ["q1", "q3"]
+    assert {p.origin for p in outs[0].retrieved} == {"web", "api"}
+    assert all("Use only the references" in t for t in llm.calls[1].texts)  # Table 3's "LLM → X": X alone
+    web, api, llm, method = fallback_world()
+    outs = method.answer(EXAMPLES[1:2], [Cost()])
+    assert len(llm.calls) == 1 and web.asked == [] and outs[0].stats["fallback_used"] == 0.0
+    with pytest.raises(ValueError, match="not llm"):
+        fallback_world(fixed=("llm", "web"))
+    with pytest.raises(ValueError, match="not configured"):
+        PruningRAG(llm, {"web": web}, strategy="fallback", fixed=["api"])
+
+
+def test_a_cot_answer_without_the_final_marker_counts_as_abstaining_and_falls_back():
+    llm = ScriptedLLM(rules=[(r"### References", "### Thought\nIt says Paris.\n### Final Answer\nParis")],
+                      default_reply="### Thought\nI recall Paris.")  # fmt: skip
+    web = RecordingSource("web")
+    (out,) = PruningRAG(llm, {"web": web}, strategy="fallback", cot=True).answer(EXAMPLES[:1], [Cost()])
+    assert web.asked == ["q1"] and out.prediction == "Paris" and not out.parse_failed
+
+
+def test_a_sources_question_stats_are_merged_only_into_the_questions_that_consulted_it():
+    _, _, answer_llm, router, sources = world(["b", "a", "b"])
+    sources["api"] = CountingSource("api")
+    outs = PruningRAG(answer_llm, sources, router).answer(EXAMPLES, [Cost() for _ in EXAMPLES])
+    assert outs[0].stats["api/no_match"] == 1.0 and outs[2].stats["api/no_match"] == 0.0
+    assert outs[0].stats["api/api_calls"] == 2.0 and isinstance(outs[0].stats["api/api_calls"], float)
+    assert not any(k.startswith("api/") for k in outs[1].stats)  # q2 went to the web only
+    *_, method = fallback_world(fixed=("api",))
+    outs = method.answer(EXAMPLES, [Cost() for _ in EXAMPLES])
+    assert [o.stats.get("api/no_match") for o in outs] == [1.0, None, 0.0]  # q2 never reached the API
+
+
+def test_a_source_whose_question_stats_do_not_match_its_batch_is_an_error():
+    class Broken(RecordingSource):
+        def fetch(self, examples, costs):
+            self.question_stats = [{"empty": 1.0}]
+            return super().fetch(examples, costs)
+
+    method = PruningRAG(ScriptedLLM(), {"web": Broken("web")}, strategy="fixed")
+    with pytest.raises(RuntimeError, match="question_stats for 1 questions; it was asked 3"):
+        method.answer(EXAMPLES, [Cost() for _ in EXAMPLES])
+
+
+def test_llm_plus_a_source_may_answer_from_its_own_knowledge_and_a_source_alone_may_not():
+    """The code's LLM_WEB prompt drops both the grounding line and "the references lack it → I don't know"."""
+    llm = ScriptedLLM(default_reply="Paris")
+    for grounded in (True, False):
+        method = PruningRAG(llm, {"web": RecordingSource("web")}, strategy="fixed", grounded=grounded)
+        method.answer(EXAMPLES[:1], [Cost()])
+    grounded_prompt, open_prompt = llm.calls[0].texts[0], llm.calls[1].texts[0]
+    for line in ("Use only the references", "the references do not contain the information"):
+        assert line in grounded_prompt and line not in open_prompt
+    assert "If you are not sure, reply: I don't know." in open_prompt
+    PruningRAG(llm, {"llm": ParametricSource()}, strategy="fixed", fixed=["llm"]).answer(EXAMPLES[:1], [Cost()])
+    assert "references" not in llm.calls[2].texts[0].lower()  # the LLM alone is told of no references
