@@ -24,6 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
 from hoprag.data.fetch import ensure_file
 from hoprag.paths import data_root
 
@@ -33,12 +34,7 @@ ABSENT = "<absent>"
 # eval.py: the sections that decide a run's answers (`embedder` and `index` enter resolved, wherever the
 # retriever or the method use them); `retriever` only for methods that use one.
 EVAL_SECTIONS = ("method", "data", "llm", "retriever", "metrics")
-RUN_CONTROL = (
-    "*.cache_dir", "*.generation_cache", "*.index_dir", "*.force", "*.device", "*.threads", "*.batch_size",
-    "*.use_gpu", "*.delay", "data.root", "data.limit",
-    "llm.base_url", "llm.api_key", "llm.timeout", "llm.max_retries", "llm.backoff", "llm.max_backoff",
-    "llm.max_concurrency", "llm.timeout_per_token",
-)  # fmt: skip
+RUN_CONTROL = (*RUN_CONTROL_ANYWHERE, "data.root", "data.limit", *(f"llm.{key}" for key in LLM_TRANSPORT))
 DATA_FILES = ("questions", "corpus")
 
 

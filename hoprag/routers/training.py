@@ -1,13 +1,16 @@
 """LoRA SFT of an LLM source router: `python train.py +model=source_router` (spec/pruningrag.md §5.3).
 
 The router reads the option set's prompt (chat template, the question alone) and is taught to answer with
-the gold option letter and the end-of-turn token; the loss covers those target tokens only (prompt labels
--100). Examples come from the router-training split of `split_by_context` (gold labels: TAT-QA's
-`answer_from`); a context-disjoint slice of that split selects the checkpoint, and the router-evaluation split
-is never loaded into the datamodule (`check_disjoint` guards it). `val/acc` and `val/macro_f1` read the letter
-the model ranks first among the option letters' first tokens at the answer position: one forward pass, the
-exact choice of greedy decoding restricted to the options (`val/letter_top1` is how often the unrestricted
-argmax is an option letter at all, i.e. how often greedy decoding would start with one).
+the target option letter and the end-of-turn token; the loss covers those target tokens only (prompt labels
+-100). Examples come from the router-training split (`router_split`: `split_by_context`, or the dataset's own
+split field, CRAG's `split`); their labels are TAT-QA's gold `answer_from` (`labels=gold`) or the paper's
+judged outcomes (`labels=outcome`: `hoprag.routers.outcomes` answers every training question once per source
+and labels it with the sources that answered correctly). A context-disjoint slice of that split selects the
+checkpoint, and the router-evaluation split is never loaded, answered or labelled (`check_disjoint` guards
+it). `val/acc` and `val/macro_f1` read the letter the model ranks first among the option letters' first tokens
+at the answer position: one forward pass, the exact choice of greedy decoding restricted to the options
+(`val/letter_top1` is how often the unrestricted argmax is an option letter at all, i.e. how often greedy
+decoding would start with one).
 
 Two exact savings make a CPU run fit its budget. Every prompt of a batch starts with the same tokens (system
 message, instructions, options): that prefix is run once per batch and its key/value cache repeated over the
@@ -26,7 +29,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +45,13 @@ from hoprag.metrics.routing import accuracy, macro_f1
 from hoprag.routers.classifier import question_record
 from hoprag.routers.labels import gold_labels
 from hoprag.routers.options import OptionSet
+from hoprag.routers.outcomes import OutcomeRun
 from hoprag.routers.router import check_none_policy, option_set
-from hoprag.routers.splits import check_disjoint, split_by_context
+from hoprag.routers.splits import check_disjoint, context_of, question_key, split_by_context
 from hoprag.verifiers.nli_data import LengthGroupedSampler
 
 SETTINGS_FILE = "router.json"
+LABELS = ("gold", "outcome")
 IGNORE = -100
 # §5.3 (our choice; the paper gives none): r 16, alpha 32, dropout 0.05 on every attention and MLP projection
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
@@ -115,9 +120,36 @@ def collate(items: Sequence[Mapping[str, Any]], pad_id: int, share_prefix: bool 
     }
 
 
+def router_split(
+    examples: Sequence[QAExample], eval_fraction: float = 0.5, seed: int = 0, eval_split: int | None = None
+) -> tuple[list[QAExample], list[QAExample]]:
+    """(router-training, router-evaluation) questions (P5). `eval_split` null: `split_by_context`. Else the
+    dataset's own `split` field decides (CRAG: 0 = the validation portion, the evaluation set): evaluation is
+    every question of that split, training the others less any that shares an id, context or question text
+    with an evaluation question (dropped: the evaluation set stays whole). Either way `check_disjoint` runs."""
+    if eval_split is None:
+        return split_by_context(examples, eval_fraction, seed)
+    unsplit = [ex.id for ex in examples if "split" not in ex.metadata]
+    if unsplit:
+        raise ValueError(f"eval_split={eval_split}: {len(unsplit)} questions have no `split` field (e.g. "
+                         f"{unsplit[0]!r}); use eval_split=null to split by context")  # fmt: skip
+    evaluation = [ex for ex in examples if ex.metadata["split"] == eval_split]
+    held_out = set().union(*(_shared_keys(ex) for ex in evaluation))
+    train = [ex for ex in examples if ex.metadata["split"] != eval_split and not _shared_keys(ex) & held_out]
+    check_disjoint(train, evaluation)
+    return train, evaluation
+
+
+def _shared_keys(example: QAExample) -> set[tuple[str, str]]:
+    """What `check_disjoint` refuses to see in both splits: the id, the context, the question text."""
+    return {("id", example.id), ("context", context_of(example)), ("question", question_key(example))}
+
+
 class SourceRouterDataModule(L.LightningDataModule):
-    """(router prompt → gold option letter) examples of the router-training split: `fit` trains, its
-    context-disjoint `val_fraction` slice selects. The router-evaluation split is only split off, never kept."""
+    """(router prompt → target option letter) examples of the router-training split: `fit` trains, its
+    context-disjoint `val_fraction` slice selects. The router-evaluation split is only split off, never kept.
+    `labels`: `gold` (TAT-QA's `answer_from`) or `outcome` (`labeller(train questions)`, an `OutcomeLabeller`;
+    its counts are kept in `label_summary`); `eval_split`: see `router_split`."""
 
     def __init__(
         self,
@@ -134,8 +166,17 @@ class SourceRouterDataModule(L.LightningDataModule):
         length_grouped: bool = True,
         cache_dir: str | None = None,
         seed: int = 0,
+        labels: str = "gold",
+        labeller: Callable[[Sequence[QAExample]], OutcomeRun] | None = None,
+        eval_split: int | None = None,
     ) -> None:
         super().__init__()
+        if labels not in LABELS:
+            raise ValueError(f"labels must be one of {LABELS}, got {labels!r}")
+        if labels == "outcome" and labeller is None:
+            raise ValueError("labels=outcome needs a labeller (hoprag.routers.outcomes.OutcomeLabeller)")
+        self.labels, self.labeller, self.eval_split = labels, labeller, eval_split
+        self.label_summary: dict[str, Any] = {}
         self.data = data
         self.tokenizer_ref = tokenizer
         self.cache_dir = cache_dir
@@ -159,16 +200,21 @@ class SourceRouterDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.sets:
             return
-        train, evaluation = split_by_context(self.data.examples, self.eval_fraction, self.split_seed)
+        examples = self.data.examples
+        train, evaluation = router_split(examples, self.eval_fraction, self.split_seed, self.eval_split)
         fit, val = split_by_context(train, self.val_fraction, self.split_seed)
         check_disjoint([*fit, *val], evaluation)
         check_disjoint(fit, val)
         self.trained_on = train  # fit and selection questions both shape the exported adapter
+        if leaked := len(examples) - len(train) - len(evaluation):
+            print(f"router split: {leaked} training questions dropped as they share a context or text with "
+                  f"an evaluation question")  # fmt: skip
+        target = self._labels(train)  # the training split only: evaluation questions are never answered
         lengths = []
         for name, part in (("fit", fit), ("val", val)):
             items = []
-            for ex, sources in zip(part, gold_labels(part)):
-                letter = self.options.letter_of(sources)
+            for ex in part:
+                letter = self.options.letter_of(target[ex.id])
                 ids, labels = sft_example(self.tokenizer, self.options, ex.question, letter)
                 items.append({"id": ex.id, "input_ids": ids, "labels": labels,
                               "letter": self.options.letters.index(letter)})  # fmt: skip
@@ -181,6 +227,15 @@ class SourceRouterDataModule(L.LightningDataModule):
         print(f"router SFT data: {counts} questions (fit / select; {len(evaluation)} held out for evaluation), "
               f"options {self.options.name}, {min(lengths)}-{max(lengths)} tokens, "
               f"{dropped} dropped over max_length {self.max_length}")  # fmt: skip
+
+    def _labels(self, train: Sequence[QAExample]) -> dict[str, tuple[str, ...]]:
+        """Each training question's target sources, by id."""
+        if self.labels == "gold":
+            return {ex.id: sources for ex, sources in zip(train, gold_labels(train))}
+        run = self.labeller(train)
+        self.label_summary = run.summary
+        print(f"router labels from outcomes: {json.dumps(run.summary)}")
+        return {ex.id: label for ex, label in zip(train, run.labels)}
 
     def _collate(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         tok = self.tokenizer

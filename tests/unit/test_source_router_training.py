@@ -19,7 +19,8 @@ from hoprag.llm import HFLLM
 from hoprag.llm.hf import DEFAULT_MODEL
 from hoprag.llm.tokenizer import load_tokenizer, prompt_ids
 from hoprag.routers import training
-from hoprag.routers.options import TATQA
+from hoprag.routers.options import CRAG_SINGLE, TATQA
+from hoprag.routers.outcomes import CACHE_FILE, OutcomeCache, OutcomeLabeller, label_by_outcomes
 from hoprag.routers.splits import LeakError, split_by_context
 from hoprag.routers.training import (
     IGNORE,
@@ -29,8 +30,10 @@ from hoprag.routers.training import (
     collate,
     letter_token_ids,
     prompt_version,
+    router_split,
     sft_example,
 )
+from tests.unit.test_router_outcomes import FakeMethod
 
 QUESTION = "What was the change in total sales between 2018 and 2019?"
 
@@ -131,6 +134,49 @@ def test_datamodule_refuses_a_split_that_leaks_evaluation_questions(monkeypatch)
     monkeypatch.setattr(training, "split_by_context", lambda examples, *a: (examples, examples[:2]))
     with pytest.raises(LeakError):
         SourceRouterDataModule(data).setup("fit")
+
+
+def crag_questions() -> list[QAExample]:
+    """Eight CRAG-like questions of the training portion (`split` 1, ids t*) and three of the validation
+    portion (`split` 0, ids e*), one bucket."""
+    return [QAExample(f"{'t' if split else 'e'}{i}", f"Question {i} of split {split}?", [f"gold {i}"], type="simple",
+                      metadata={"domain": "movie", "static_or_dynamic": "static", "split": split})
+            for split, n in ((1, 8), (0, 3)) for i in range(n)]  # fmt: skip
+
+
+def test_router_split_evaluates_on_crags_validation_portion_and_drops_training_twins():
+    examples = crag_questions()
+    twin = QAExample("t8", "question 0 of split 0?", ["x"], metadata={"split": 1})  # e0's text, other case
+    train, evaluation = router_split([*examples, twin], eval_split=0)
+    assert [ex.id for ex in evaluation] == ["e0", "e1", "e2"]
+    assert [ex.id for ex in train] == [f"t{i}" for i in range(8)]  # the twin is dropped, evaluation stays whole
+    assert router_split(examples) == split_by_context(examples, 0.5, 0)  # no eval_split: by context, as before
+    with pytest.raises(ValueError, match="no `split` field"):
+        router_split([*examples, QAExample("q", "Where?", ["x"])], eval_split=0)
+
+
+def test_outcome_labels_come_from_the_training_split_only_as_option_letters(tokenizer):
+    replies = {**{(f"t{i}", ("web",)): f"gold {i}" for i in (0, 2, 4, 6)}, ("t1", ("api",)): "gold 1",
+               **{(f"t{i}", ("llm",)): f"gold {i}" for i in (0, 3, 6)}}  # fmt: skip
+    asked: list = []
+    configs = [("web",), ("api",), ("llm",)]
+
+    def labeller(train):
+        return label_by_outcomes(train, configs, lambda c: FakeMethod(c, replies, asked), {c: "s" for c in configs},
+                                 OutcomeCache(None))  # fmt: skip
+
+    dm = SourceRouterDataModule(SimpleNamespace(examples=crag_questions()), options="crag_single", labels="outcome",
+                                labeller=labeller, eval_split=0, val_fraction=0.25)  # fmt: skip
+    dm.setup("fit")
+    assert {qid for _, qid in asked} == {f"t{i}" for i in range(8)}  # the validation portion is never answered
+    letters = {item["id"]: CRAG_SINGLE.letters[item["letter"]] for items in dm.sets.values() for item in items}
+    # api > web > llm; t5 and t7, right nowhere, take their bucket's best source (web: 4 right, llm 3, api 1)
+    assert letters == {"t0": "a", "t1": "b", "t2": "a", "t3": "c", "t4": "a", "t5": "a", "t6": "a", "t7": "a"}
+    assert dm.sets["val"] and dm.label_summary["backoff"] == 2
+    with pytest.raises(ValueError, match="needs a labeller"):
+        SourceRouterDataModule(SimpleNamespace(examples=[]), labels="outcome")
+    with pytest.raises(ValueError, match="labels must be one of"):
+        SourceRouterDataModule(SimpleNamespace(examples=[]), labels="silver")
 
 
 def test_datamodule_drops_examples_over_max_length(tiny_base):
@@ -284,6 +330,31 @@ def test_source_router_config_composes_with_the_spec_settings(compose_cfg):
     assert cfg.model.monitor == "val/macro_f1" and cfg.trainer.max_epochs == 3 and cfg.threads == 1
     dm = instantiate(cfg.model.datamodule)
     assert isinstance(dm, SourceRouterDataModule) and dm.options is TATQA and dm.batch_size == 16
+    assert dm.labels == "gold" and dm.eval_split is None  # TAT-QA: gold labels, split by context
+
+
+def test_crag_router_config_labels_from_outcomes_of_the_pruningrag_settings(compose_cfg, tmp_path):
+    cfg = compose_cfg("train", ["+model=source_router_crag"])
+    dm_cfg = cfg.model.datamodule
+    assert cfg.model.module.options == "crag_single" and dm_cfg.labels == "outcome" and dm_cfg.eval_split == 0
+    labeller = dm_cfg.labeller
+    assert labeller.method._target_ == "hoprag.methods.PruningRAG" and labeller.method.sources.api is None
+    assert labeller.method.sources.web._target_ == "hoprag.routers.sources.WebSource"
+    assert labeller.llm.name == "smollm2-135m-instruct" and list(labeller.priority) == ["api", "web", "llm"]
+    assert labeller.judge._target_ == "hoprag.metrics.NormalizedMatchJudge"
+    assert cfg.model.monitor == "val/macro_f1" and cfg.model.module.lora.r == 16  # source_router.yaml's recipe
+    dm = instantiate(dm_cfg)
+    cache = tmp_path / "cache" / "router_outcomes" / CACHE_FILE
+    assert isinstance(dm.labeller, OutcomeLabeller) and dm.labeller.cache_path == cache
+    assert not dm.labeller.available(("api",)) and dm.labeller.available(("web",))
+    # end to end on the bundled sample (all `split` 1: all train), the LLM-only answers of a scripted LLM
+    cfg = compose_cfg("train", ["+model=source_router_crag", "llm@model.datamodule.labeller.llm=scripted",
+                                "model.datamodule.labeller.configurations=[[llm],[api]]"])  # fmt: skip
+    dm = instantiate(cfg.model.datamodule)
+    dm.setup("fit")
+    assert dm.label_summary["questions"] == 10 and dm.label_summary["unavailable"] == ["api"]
+    assert {item["letter"] for items in dm.sets.values() for item in items} == {CRAG_SINGLE.letters.index("c")}
+    assert len(cache.read_text().splitlines()) == 10
 
 
 def test_llama8b_experiment_is_the_spec_recipe_on_a_gpu(compose_cfg):
