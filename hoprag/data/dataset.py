@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hoprag.data.corpus import pool_corpus, read_corpus
+from hoprag.data.corpus import pool_corpus, read_corpus, unique_passages
 from hoprag.data.fetch import ensure_file
 from hoprag.data.loading import load_questions
 from hoprag.data.types import Passage, QAExample
@@ -36,7 +36,9 @@ class QADataset:
     file order (no shuffling, so subsets are nested and reproducible); `sample` then draws N of them at random
     with `seed` (as PruneRAG and TreeRare evaluate 500 random questions), kept in file order. The closed
     corpus always pools every question of the file, so `limit` and `sample` change which questions are asked,
-    not how hard retrieval is.
+    not how hard retrieval is. `extra_corpus` adds other corpora to this one, deduplicated by id: corpus files
+    (paths as `corpus`) or other `QADataset`s (their `.corpus()`), in a list or by name (a config group's dict), e.g. every bundled sample's paragraphs as an
+    open corpus where a question's own pool would be too easy (`conf/data/2wiki_open.yaml`).
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class QADataset:
         types: Sequence[str] | None = None,
         split: str | None = None,
         where: Mapping[str, Any] | None = None,
+        extra_corpus: Mapping[str, QADataset | str] | Sequence[QADataset | str] = (),
     ) -> None:
         self.name = name
         self.split = split
@@ -64,6 +67,7 @@ class QADataset:
         self.seed = seed
         self.types = None if types is None else set(types)
         self.where = dict(where or {})
+        self.extra_corpus = list(extra_corpus.values() if isinstance(extra_corpus, Mapping) else extra_corpus)
         self._corpus: list[Passage] | None = None
 
     def _load(self, limit: int | None) -> list[QAExample]:
@@ -93,7 +97,13 @@ class QADataset:
                 self._corpus = pool_corpus(self.examples if whole else self._load(None))
             else:
                 self._corpus = read_corpus(ensure_file(self.corpus_path, self.root))
+            if self.extra_corpus:
+                extra = (p for source in self.extra_corpus for p in self._extra(source))
+                self._corpus = unique_passages([*self._corpus, *extra])
         return self._corpus
+
+    def _extra(self, source: QADataset | str) -> list[Passage]:
+        return source.corpus() if isinstance(source, QADataset) else read_corpus(ensure_file(source, self.root))
 
     def __len__(self) -> int:
         return len(self.examples)

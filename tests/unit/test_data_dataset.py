@@ -46,7 +46,8 @@ def test_qadataset_explicit_corpus_and_absolute_path():
     assert ds.corpus()[0].title == "Citibank"
 
 
-DATA_CONFIGS = sorted((PROJECT_ROOT / "conf" / "data").glob("*.yaml"))
+# configs read alone; those composing others (a `defaults` list: 2wiki_open) are composed in their own tests
+DATA_CONFIGS = sorted(p for p in (PROJECT_ROOT / "conf" / "data").glob("*.yaml") if "defaults" not in OmegaConf.load(p))
 # generic configs leave their files to the command line (data=flashrag): a bundled FlashRAG pair fills them
 FLASHRAG_PAIR = {"questions": "bamboogle/test.jsonl", "corpus": "bamboogle/wiki18_passages.jsonl"}
 
@@ -169,3 +170,21 @@ def test_multihop_rag_queries_and_articles_in_the_official_format():
 def test_the_multihop_rag_config_composes(compose_cfg):
     cfg = compose_cfg("eval", ["data=multihop_rag"])
     assert cfg.data.format == "multihop_rag" and list(cfg.data.types) == ["inference_query"]
+
+
+def test_extra_corpus_adds_other_corpora_deduplicated_by_id(tmp_path):
+    bamboogle = "bamboogle/wiki18_passages.jsonl"
+    own = QADataset(name="hotpotqa", questions=HOTPOT_DEV).corpus()
+    extra = QADataset(name="hotpotqa", questions=HOTPOT_DEV, corpus=bamboogle).corpus()
+    ds = QADataset(name="hotpotqa", questions=HOTPOT_DEV,
+                   extra_corpus={"again": QADataset(name="h", questions=HOTPOT_DEV), "wiki": bamboogle})  # fmt: skip
+    assert [p.id for p in ds.corpus()] == [p.id for p in own] + [p.id for p in extra if p.id not in {q.id for q in own}]
+    assert len(ds.corpus()) == len(own) + len(extra)  # the repeated pool adds nothing
+
+
+def test_open_2wiki_is_the_dev_sample_over_every_bundled_passage(compose_cfg):
+    data = instantiate(compose_cfg("eval", ["data=2wiki_open"]).data)
+    corpus = data.corpus()
+    assert data.name == "2wiki_open" and len(data.examples) == 159
+    assert len(corpus) == 13145 and len({p.id for p in corpus}) == len(corpus)
+    assert {p.id for p in pool_corpus(data.examples)} <= {p.id for p in corpus}
