@@ -37,8 +37,8 @@ class QADataset:
     with `seed` (as PruneRAG and TreeRare evaluate 500 random questions), kept in file order. The closed
     corpus always pools every question of the file, so `limit` and `sample` change which questions are asked,
     not how hard retrieval is. `extra_corpus` adds other corpora to this one, deduplicated by id: corpus files
-    (paths as `corpus`) or other `QADataset`s (their `.corpus()`), in a list or by name (a config group's dict), e.g. every bundled sample's paragraphs as an
-    open corpus where a question's own pool would be too easy (`conf/data/2wiki_open.yaml`).
+    (paths as `corpus`) or other `QADataset`s (their `.corpus()`), in a list or by name (a config group's dict),
+    e.g. every bundled sample's paragraphs as an open corpus where a question's own pool would be too easy (`conf/data/2wiki_open.yaml`).
     """
 
     def __init__(
