@@ -38,7 +38,8 @@ class QADataset:
     corpus always pools every question of the file, so `limit` and `sample` change which questions are asked,
     not how hard retrieval is. `extra_corpus` adds other corpora to this one, deduplicated by id: corpus files
     (paths as `corpus`) or other `QADataset`s (their `.corpus()`), in a list or by name (a config group's dict),
-    e.g. every bundled sample's paragraphs as an open corpus where a question's own pool would be too easy (`conf/data/2wiki_open.yaml`).
+    e.g. every bundled sample's paragraphs as an open corpus where a question's own pool would be too easy
+    (`conf/data/2wiki_open.yaml`).
     """
 
     def __init__(
