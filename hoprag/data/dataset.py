@@ -68,7 +68,8 @@ class QADataset:
         self.seed = seed
         self.types = None if types is None else set(types)
         self.where = dict(where or {})
-        self.extra_corpus = list(extra_corpus.values() if isinstance(extra_corpus, Mapping) else extra_corpus)
+        sources = extra_corpus.values() if isinstance(extra_corpus, Mapping) else extra_corpus
+        self.extra_corpus = [source for source in sources if source is not None]  # null: a member left out
         self._corpus: list[Passage] | None = None
 
     def _load(self, limit: int | None) -> list[QAExample]:

@@ -73,7 +73,9 @@ class TreeHopMethod(Method):
         if compare:
             config = self.tree.model.config if self.tree.model is not None else {"dim": self.tree.vectors.shape[1]}
             torch.manual_seed(untrained_seed)
-            untrained = TreeHop(**{**config, "gate_scale": 1.0, "gate_init_scale": 1.0}).eval()
+            # the paper's untrained TreeHop: a random gate added at full scale (a zero-started correction would be q − c)
+            paper = {"gate_scale": 1.0, "gate_init_scale": 1.0, "correction_init": 1.0, "learn_scale": False}
+            untrained = TreeHop(**{**config, **paper}).eval()
             self.variants |= {
                 f"direct@{top_k}": (None, top_k, 1),
                 f"direct@{2 * top_k}": (None, 2 * top_k, 1),

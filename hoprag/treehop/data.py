@@ -2,11 +2,14 @@
 
 The questions and the pooled paragraphs of the training file are encoded once by the frozen embedder and
 kept in `<cache>/treehop/<embedder>-<fingerprint>.npz`, keyed by the embedder's description and the texts,
-so later runs skip the encoder. A slice of the trees (`dev_fraction`, seeded) is held aside: validation runs
-real tree retrieval for those questions over the whole training pool, so the epoch is never picked on the
-evaluation set. Each positive gets `n_negatives` of its question's own paragraphs, resampled every batch,
-plus optionally `corpus_negatives` random pool paragraphs and `mined_negatives` drawn from the 20 pool
-neighbours of the positive (the paper's "sampled from the embedding database").
+so later runs skip the encoder; an `open_corpus` (e.g. every bundled passage) is cached on its own file and
+appended to the index. A slice of the trees (`dev_fraction`, seeded) is held aside: validation runs real tree
+retrieval for those questions over the open corpus and every training pool (without an open corpus: the main
+training pool), so the epoch is never picked on the evaluation set. Each positive gets `n_negatives` of its
+question's own paragraphs, resampled every batch, plus optionally `corpus_negatives` random paragraphs of the
+index and `mined_negatives` drawn from the `mined_pool` nearest passages of the index to the node's query
+(`mined_from: query`, what retrieval will face) or to its positive (`positive`: the paper's "sampled from the
+embedding database"), never a passage of the tree nor one with a gold title.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +29,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from hoprag.data.corpus import pool_corpus, unique_passages
+from hoprag.data.corpus import pool_corpus, read_corpus, unique_passages
 from hoprag.data.dataset import QADataset
+from hoprag.data.fetch import ensure_file
 from hoprag.data.types import Passage
 from hoprag.paths import cache_root
 from hoprag.retrieval.embedders import Embedder
@@ -35,7 +40,7 @@ from hoprag.treehop.trees import Tree, build_trees
 
 log = logging.getLogger(__name__)
 
-MINED_POOL = 20
+MINED_FROM = ("query", "positive")
 
 
 @dataclass
@@ -105,12 +110,13 @@ class TreeCollator:
             gold = {row[n.passage_id] for n in tree.nodes}
             golds.append(gold)
             roots.append(d.question_row[tree.qid])
-            for node in tree.nodes:
+            for j, node in enumerate(tree.nodes):
                 tree_of.append(t)
                 parents.append(-1 if node.parent < 0 else node.parent + offset)
                 depths.append(node.depth)
                 positives.append(row[node.passage_id])
-                negatives.append(self._negatives(node.negatives, positives[-1], gold))
+                mined = d.mined[tree.qid][j] if d.mined_negatives else ()
+                negatives.append(self._negatives(node.negatives, mined, gold))
             offset += len(tree.nodes)
         width = max(1, max(len(n) for n in negatives))
         padded = torch.full((len(negatives), width), -1, dtype=torch.long)
@@ -121,7 +127,7 @@ class TreeCollator:
             torch.as_tensor(positives), padded, golds,
         )  # fmt: skip
 
-    def _negatives(self, pool_ids: tuple[str, ...], positive: int, gold: set[int]) -> list[int]:
+    def _negatives(self, pool_ids: tuple[str, ...], mined: Sequence[int], gold: set[int]) -> list[int]:
         d, rng = self.data, self.rng
         pool = [d.row_of[i] for i in pool_ids]
         chosen = list(rng.choice(pool, size=min(d.n_negatives, len(pool)), replace=False)) if pool else []
@@ -129,7 +135,7 @@ class TreeCollator:
             extra = rng.choice(len(d.embedded.passage_ids), size=d.corpus_negatives + len(gold), replace=False)
             chosen += [int(r) for r in extra if r not in gold][: d.corpus_negatives]
         if d.mined_negatives:
-            near = [int(r) for r in d.neighbours[positive] if r not in gold]
+            near = [int(r) for r in mined if r >= 0 and r not in chosen]
             chosen += list(rng.choice(near, size=min(d.mined_negatives, len(near)), replace=False))
         return [int(r) for r in chosen]
 
@@ -138,7 +144,8 @@ class TreeHopDataModule(L.LightningDataModule):
     """Trees from `train` (a QADataset, e.g. the 2Wiki train file), split into train and a held-aside dev slice.
 
     `extra` datasets (e.g. MuSiQue train, whose decompositions give trees too) only add training trees: the
-    dev slice and the pool it is retrieved from stay those of `train`, so validation figures stay comparable.
+    dev slice stays that of `train`, so validation figures stay comparable. `open_corpus` (QADatasets or
+    corpus files, in a list or by name, as `QADataset.extra_corpus` takes them) joins the validation index.
     """
 
     def __init__(
@@ -151,11 +158,16 @@ class TreeHopDataModule(L.LightningDataModule):
         n_negatives: int = 5,
         corpus_negatives: int = 0,
         mined_negatives: int = 0,
+        mined_from: str = "query",
+        mined_pool: int = 20,
+        open_corpus: Mapping[str, QADataset | str] | Sequence[QADataset | str] = (),
         dev_fraction: float = 0.1,
         val_batch_size: int = 256,
         seed: int = 0,
     ) -> None:
         super().__init__()
+        if mined_from not in MINED_FROM:
+            raise ValueError(f"mined_from={mined_from!r}: choose one of {MINED_FROM}")
         self.dataset = train
         self.extra = list(extra)
         self.embedder = embedder
@@ -164,6 +176,10 @@ class TreeHopDataModule(L.LightningDataModule):
         self.n_negatives = n_negatives
         self.corpus_negatives = corpus_negatives
         self.mined_negatives = mined_negatives
+        self.mined_from = mined_from
+        self.mined_pool = mined_pool
+        sources = open_corpus.values() if isinstance(open_corpus, Mapping) else open_corpus
+        self.open_corpus = [source for source in sources if source is not None]  # null: a member left out
         self.dev_fraction = dev_fraction
         self.val_batch_size = val_batch_size
         self.seed = seed
@@ -176,9 +192,10 @@ class TreeHopDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.embedded is not None:
             return
-        per_source = []
+        per_source, self.tree_counts = [], {}  # tree_counts: per source, for the training run to write out
         for dataset in (self.dataset, *self.extra):
             trees, skipped = build_trees(dataset.examples)
+            self.tree_counts[dataset.name] = {"trees": len(trees), "questions": len(dataset), "skipped": dict(skipped)}
             print(f"treehop data: {len(trees)} trees from {len(dataset)} questions of {dataset.name}, skipped {dict(skipped)}")
             per_source.append(trees)
         trees = per_source[0]
@@ -186,20 +203,80 @@ class TreeHopDataModule(L.LightningDataModule):
             raise ValueError(f"{self.dataset!r} gives {len(trees)} trainable trees; TreeHop needs at least 2")
         main_pool = pool_corpus(self.dataset.examples)
         pool = unique_passages([*main_pool, *pool_corpus(ex for d in self.extra for ex in d.examples)])
-        self.n_val_passages = len(main_pool)  # the dev slice retrieves from the main dataset's pool only
         everything = [t for source in per_source for t in source]
-        self.embedded = embed_cached([t.question for t in everything], pool, self.embedder, self.cache_dir)
+        questions = [t.question for t in everything]
+        if self.open_corpus:
+            self.embedded = self._embed_with_open_corpus(questions, pool)
+        else:
+            self.embedded = embed_cached(questions, pool, self.embedder, self.cache_dir)
+        # the dev slice retrieves from the whole index when there is an open corpus, else from its own pool only
+        self.n_val_passages = len(self.embedded.passage_ids) if self.open_corpus else len(main_pool)
         self.row_of = {pid: i for i, pid in enumerate(self.embedded.passage_ids)}
         self.question_row = {t.qid: i for i, t in enumerate(everything)}
         order = np.random.default_rng(self.seed).permutation(len(trees))
         n_dev = max(1, round(self.dev_fraction * len(trees))) if self.dev_fraction > 0 else 0
         self.dev_trees = [trees[i] for i in sorted(order[:n_dev])]
         self.train_trees = [trees[i] for i in sorted(order[n_dev:])] + [t for source in per_source[1:] for t in source]
-        if self.mined_negatives:  # each passage's nearest pool neighbours, a block of rows at a time
-            p = torch.from_numpy(self.embedded.passages)
-            self.neighbours = torch.cat(
-                [(p[i : i + 1024] @ p.T).topk(MINED_POOL + 1, dim=1).indices[:, 1:] for i in range(0, len(p), 1024)]
-            ).numpy()
+        if self.mined_negatives:
+            self.mined = self._mine(self.train_trees)
+
+    def _embed_with_open_corpus(self, questions: list[str], pool: list[Passage]) -> Embedded:
+        """The training pool's rows (in order), then the open corpus's passages the pool lacks (by id). The open
+        corpus is encoded and cached on its own, so a change of training data does not encode its ~13k passages
+        again, and the pool's passages it holds are taken from it rather than encoded twice."""
+        passages = []
+        for source in self.open_corpus:
+            is_file = isinstance(source, str | os.PathLike)
+            passages += read_corpus(ensure_file(source, self.dataset.root)) if is_file else source.corpus()
+        opened = embed_cached([], unique_passages(passages), self.embedder, self.cache_dir)
+        open_row = {pid: i for i, pid in enumerate(opened.passage_ids)}
+        own = embed_cached(questions, [p for p in pool if p.id not in open_row], self.embedder, self.cache_dir)
+        own_row = {pid: i for i, pid in enumerate(own.passage_ids)}
+        vectors = [own.passages[own_row[p.id]] if p.id in own_row else opened.passages[open_row[p.id]] for p in pool]
+        in_pool = {p.id for p in pool}
+        rest = [i for i, pid in enumerate(opened.passage_ids) if pid not in in_pool]
+        print(f"treehop data: open corpus of {len(opened.passage_ids)} passages, {len(rest)} not in the training pools")
+        ids = [p.id for p in pool] + [opened.passage_ids[i] for i in rest]
+        titles = [p.title for p in pool] + [opened.titles[i] for i in rest]
+        return Embedded(own.questions, np.concatenate([np.stack(vectors), opened.passages[rest]]), ids, titles)
+
+    def _mine(self, trees: list[Tree]) -> dict[str, np.ndarray]:
+        """Per tree, each node's `mined_pool` nearest passages of the whole index ([nodes, mined_pool] rows, -1
+        padded), never a passage of the tree nor one with a gold title (the same page from another dataset).
+
+        The node's query is the question at hop 1, else its parent's query minus the parent's positive: `q − c`,
+        the frozen stand-in for the TreeHop output it is trained from (`mined_from: positive`: its positive)."""
+        e, row = self.embedded, self.row_of
+        rows_of_title: dict[str, list[int]] = {}
+        for i, title in enumerate(e.titles):
+            rows_of_title.setdefault(title, []).append(i)
+        queries, excluded = [], []
+        for tree in trees:
+            gold = {row[n.passage_id] for n in tree.nodes}
+            titles = {*tree.gold_titles, *(e.titles[r] for r in gold)}
+            excluded.append(gold | {r for title in titles for r in rows_of_title.get(title, ())})
+            node_queries = []
+            for node in tree.nodes:
+                if self.mined_from == "positive":
+                    node_queries.append(e.passages[row[node.passage_id]])
+                elif node.parent < 0:
+                    node_queries.append(e.questions[self.question_row[tree.qid]])
+                else:
+                    parent = tree.nodes[node.parent]
+                    node_queries.append(node_queries[node.parent] - e.passages[row[parent.passage_id]])
+            queries.append(np.stack(node_queries))
+        k = min(len(e.passage_ids), self.mined_pool + max(map(len, excluded)))  # enough left after exclusion
+        q, p = torch.from_numpy(np.concatenate(queries)), torch.from_numpy(e.passages)
+        top = torch.cat([(q[i : i + 1024] @ p.T).topk(k, dim=1).indices for i in range(0, len(q), 1024)]).numpy()
+        mined, start = {}, 0
+        for tree, skip in zip(trees, excluded):
+            block = np.full((len(tree.nodes), self.mined_pool), -1, dtype=np.int64)
+            for j, near in enumerate(top[start : start + len(tree.nodes)]):
+                kept = [int(r) for r in near if r not in skip][: self.mined_pool]
+                block[j, : len(kept)] = kept
+            mined[tree.qid] = block
+            start += len(tree.nodes)
+        return mined
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(

@@ -1,4 +1,4 @@
-"""The TreeHop update `h = q − c + W_out·G(q, c)` (spec/treehop.md §3.2, layer by layer).
+"""The TreeHop update `h = q − c + α·W_out·G(q, c)` (spec/treehop.md §3.2, layer by layer; the paper's α = 1).
 
 `G` is an element-wise "cross-attention" (softmax over the feature axis, not over tokens), then a stack of
 pre-LN residual ReLU blocks, a projection and a residual from the attention output. Every width is derived
@@ -54,6 +54,10 @@ class TreeHop(nn.Module):
     outputs are normalised only for search and for the loss (§6.3). `gate_scale` multiplies the gate and
     `gate_init_scale` the default initialisation of W_out (0 starts exactly at `q − c`): the levers against
     the collapse where the gate swamps `q − c` and every branch asks the same next query.
+
+    `α` scales the gate into the correction added to `q − c`: a learnable scalar (`learn_scale`) initialised at
+    `correction_init` (0: the untrained model is `q − c` exactly, and training learns how far to move from it),
+    else the constant `correction_init` (the paper: 1, no extra parameter).
     """
 
     def __init__(
@@ -67,8 +71,15 @@ class TreeHop(nn.Module):
         attn_scale_dim: int | None = None,
         gate_scale: float = 1.0,
         gate_init_scale: float = 1.0,
+        correction_init: float = 1.0,
+        learn_scale: bool = False,
     ) -> None:
         super().__init__()
+        if correction_init == 0 and (not learn_scale or gate_init_scale == 0):
+            raise ValueError(
+                "correction_init=0 needs learn_scale=true and gate_init_scale≠0: otherwise the correction and every "
+                "gradient into it stay zero, and the model is `q − c` forever"
+            )
         gate_dim = gate_dim or 2 * dim
         mlp_dim = mlp_dim or gate_dim
         self.dim = dim
@@ -76,12 +87,16 @@ class TreeHop(nn.Module):
             "dim": dim, "gate_dim": gate_dim, "mlp_dim": mlp_dim, "n_mlp": n_mlp, "n_heads": n_heads,
             "gate_dropout": gate_dropout, "attn_scale_dim": attn_scale_dim or gate_dim,
             "gate_scale": gate_scale, "gate_init_scale": gate_init_scale,
+            "correction_init": correction_init, "learn_scale": learn_scale,
         }  # fmt: skip
         self.heads = nn.ModuleList(
             _Head(dim, gate_dim, mlp_dim, n_mlp, gate_dropout, attn_scale_dim or gate_dim) for _ in range(n_heads)
         )
         self.out = nn.Linear(gate_dim * n_heads, dim, bias=False)
         self.gate_scale = gate_scale
+        self.alpha: Tensor | float = correction_init
+        if learn_scale:
+            self.alpha = nn.Parameter(torch.tensor(float(correction_init)))
         with torch.no_grad():
             self.out.weight.mul_(gate_init_scale)
 
@@ -89,8 +104,17 @@ class TreeHop(nn.Module):
         """`W_out · concat_heads(G(q, c))`, scaled by `gate_scale` (steps 1–8)."""
         return self.gate_scale * self.out(torch.cat([head(q, c) for head in self.heads], dim=-1))
 
+    def correction(self, q: Tensor, c: Tensor) -> Tensor:
+        """`α · gate(q, c)`, what the model adds to `q − c`."""
+        return self.alpha * self.gate(q, c)
+
+    def update(self, q: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        """The next query `h` and its correction term (the training penalty and the collapse figures use it)."""
+        correction = self.correction(q, c)
+        return q - c + correction, correction
+
     def forward(self, q: Tensor, c: Tensor) -> Tensor:
-        return q - c + self.gate(q, c)
+        return self.update(q, c)[0]
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

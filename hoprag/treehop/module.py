@@ -2,11 +2,16 @@
 
 A batch of trees is unrolled depth by depth in one forward pass, so the hop-2 loss back-propagates through
 the hop-1 TreeHop call (spec/treehop.md §5.3); hop-1 tuples (query = the question) carry no gradient but
-stay in the mean, as in the paper. Validation retrieves the held-aside questions over the whole training
-pool and logs micro gold-title recall after hops 1–3 (`val/recall@5_hop2` picks the checkpoint) next to
-the training-free `q − c` update, plus the two collapse signs: the gate's norm relative to `q − c`
-(`gate_ratio`) and the mean pairwise cosine of one question's next-hop queries (`branch_cos`, → 1 when
-every branch asks the same thing).
+stay in the mean, as in the paper. `correction_penalty` λ adds λ · mean((‖α·gate‖ / ‖q − c‖)²) over the
+TreeHop calls to the loss (squared: smooth at a zero correction, so it never pins α at its zero start, and
+growing fast where the correction swamps `q − c`); the plain mean ratio is logged as `train/correction_ratio`.
+
+Validation retrieves the held-aside questions over the datamodule's validation index (its open corpus when
+it has one) and logs micro gold-title recall after hops 1–3 (`val/recall@5_hop2` picks the checkpoint)
+next to the training-free `q − c` update on the same index, their difference (`val/gain_hop{h}`), the mean
+K per hop of both, and the two collapse signs: the correction's norm relative to `q − c` (`gate_ratio`) and
+the mean pairwise cosine of one question's next-hop queries (`branch_cos`, → 1 when every branch asks the
+same thing). The same validation of the untrained model is logged at step 0, before training.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class TreeHopModule(L.LightningModule):
         temperature: float = 0.15,
         output_dropout: float = 0.1,
         in_batch_negatives: bool = False,
+        correction_penalty: float = 0.0,
         top_k: int = 5,
         val_hops: int = 3,
     ) -> None:
@@ -97,11 +103,12 @@ class TreeHopModule(L.LightningModule):
 
     # -- training ----------------------------------------------------------------------------------------
 
-    def tree_queries(self, batch: TreeBatch) -> Tensor:
+    def tree_queries(self, batch: TreeBatch) -> tuple[Tensor, Tensor]:
         """Each node's query: the question at depth 1, else its parent's TreeHop output, built depth by depth
-        (only nodes with children need an output)."""
+        (only nodes with children need an output); and ‖correction‖ / ‖q − c‖ of every TreeHop call."""
         roots = self.questions[batch.root][batch.tree]
         outputs = torch.zeros_like(roots)
+        ratios = [roots.new_zeros(0)]
         has_children = torch.zeros(len(roots), dtype=torch.bool, device=roots.device)
         has_children[batch.parent[batch.parent >= 0]] = True
         for depth in range(1, int(batch.depth.max()) + 1):
@@ -109,11 +116,15 @@ class TreeHopModule(L.LightningModule):
             if len(idx):
                 parent = batch.parent[idx]
                 q = torch.where((parent < 0)[:, None], roots[idx], outputs[parent.clamp(min=0)])
-                outputs = outputs.index_copy(0, idx, self.model(q, self.passages[batch.positive[idx]]))
-        return torch.where((batch.parent < 0)[:, None], roots, outputs[batch.parent.clamp(min=0)])
+                c = self.passages[batch.positive[idx]]
+                out, correction = self.model.update(q, c)
+                ratios.append(correction.norm(dim=-1) / (q - c).norm(dim=-1).clamp(min=1e-12))
+                outputs = outputs.index_copy(0, idx, out)
+        queries = torch.where((batch.parent < 0)[:, None], roots, outputs[batch.parent.clamp(min=0)])
+        return queries, torch.cat(ratios)
 
     def training_step(self, batch: TreeBatch, batch_idx: int) -> Tensor:
-        queries = self.tree_queries(batch)
+        queries, ratios = self.tree_queries(batch)
         mask = batch.negatives >= 0
         negatives = self.passages[batch.negatives.clamp(min=0)]
         in_batch = None
@@ -123,7 +134,11 @@ class TreeHopModule(L.LightningModule):
         loss = info_nce(
             self.dropout(queries), self.passages[batch.positive], negatives, mask, self.hparams.temperature, in_batch
         )
+        if self.hparams.correction_penalty and len(ratios):
+            loss = loss + self.hparams.correction_penalty * ratios.square().mean()
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.root))
+        if len(ratios):
+            self.log("train/correction_ratio", ratios.detach().mean(), batch_size=len(batch.root))
         return loss
 
     # -- validation --------------------------------------------------------------------------------------
@@ -139,7 +154,30 @@ class TreeHopModule(L.LightningModule):
         scores, rows = (torch.from_numpy(queries).to(self.device) @ pool.T).topk(k, dim=1)
         return scores.float().cpu().numpy(), rows.cpu().numpy()
 
+    def on_train_start(self) -> None:
+        """Validate the untrained model and log it at step 0 (Lightning's sanity check logs nothing), so the
+        metrics start with the row training must beat; not on a resume. Each rank takes its share of trees."""
+        if self.trainer.global_step > 0 or not self.data.dev_trees:
+            return
+        trees = self.data.dev_trees[self.global_rank :: self.trainer.world_size]
+        size = self.data.val_batch_size
+        training = self.model.training
+        self.model.eval()
+        rows = [self._val_row(trees[i : i + size]) for i in range(0, len(trees), size)]
+        self.model.train(training)
+        metrics = self._val_metrics(rows)
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=0)
+        at = f"@{self.hparams.top_k}_hop{min(2, self.hparams.val_hops)}"
+        treehop, qc = metrics[f"val/recall{at}"], metrics[f"val/qc_recall{at}"]
+        print(f"TreeHop untrained: val/recall{at} {treehop:.2f}, q − c {qc:.2f}")
+
     def validation_step(self, trees: list[Tree], batch_idx: int) -> None:
+        self._val.append(self._val_row(trees))
+
+    @torch.no_grad()
+    def _val_row(self, trees: list[Tree]) -> np.ndarray:
+        """Summed hits and K per hop for TreeHop then `q − c`, the number of gold titles, and `_collapse`."""
         hp, data = self.hparams, self.data
         q = self.questions[[data.question_row[t.qid] for t in trees]].cpu().numpy()
         passages = self.passages.cpu().numpy()
@@ -152,17 +190,17 @@ class TreeHopModule(L.LightningModule):
                 row += [sum(hits), sum(len(r.rows(hop)) for r in results)]
         row.append(sum(len(set(t.gold_titles)) for t in trees))
         row += self._collapse(q, passages, len(trees))
-        self._val.append(np.asarray(row, dtype=np.float64))
+        return np.asarray(row, dtype=np.float64)
 
     def _collapse(self, q: np.ndarray, passages: np.ndarray, n: int) -> list[float]:
-        """[sum of gate/(q − c) norm ratios, sum of per-question mean branch cosines, n] over hop-1 branches."""
+        """[sum of correction/(q − c) norm ratios, sum of per-question mean branch cosines, n] over hop-1 branches."""
         scores, rows = self._search(unit(q), np.arange(n), self.hparams.top_k)
         k = rows.shape[1]
         qt = torch.from_numpy(np.repeat(q, k, axis=0)).to(self.device)
         ct = self.passages[torch.from_numpy(rows.reshape(-1)).to(self.device)]
-        gate = self.model.gate(qt, ct)
-        ratio = (gate.norm(dim=-1) / (qt - ct).norm(dim=-1).clamp(min=1e-12)).sum()
-        nxt = F.normalize(qt - ct + gate, dim=-1).view(n, k, -1)
+        nxt, correction = self.model.update(qt, ct)
+        ratio = (correction.norm(dim=-1) / (qt - ct).norm(dim=-1).clamp(min=1e-12)).sum()
+        nxt = F.normalize(nxt, dim=-1).view(n, k, -1)
         cos = nxt @ nxt.transpose(1, 2)
         off = (cos.sum((1, 2)) - cos.diagonal(dim1=1, dim2=2).sum(1)) / max(1, k * (k - 1))
         return [float(ratio), float(off.sum()), float(n * k), float(n)]
@@ -170,23 +208,30 @@ class TreeHopModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if not self._val:
             return
-        total = torch.as_tensor(np.sum(self._val, axis=0), device=self.device)
-        total = self.trainer.strategy.reduce(total, reduce_op="sum")
+        metrics = self._val_metrics(self._val)
         self._val.clear()
-        hops = self.hparams.val_hops
+        monitored = f"val/recall@{self.hparams.top_k}_hop2"
+        self.log(monitored, metrics.pop(monitored), prog_bar=True)
+        self.log_dict(metrics)
+
+    def _val_metrics(self, rows: list[np.ndarray]) -> dict[str, float]:
+        """The validation figures from every rank's `_val_row`s (summed across ranks; a rank may have none)."""
+        hops, k = self.hparams.val_hops, self.hparams.top_k
+        total = np.sum(rows, axis=0) if rows else np.zeros(4 * hops + 5)
+        total = self.trainer.strategy.reduce(torch.as_tensor(total, device=self.device), reduce_op="sum")
         gold = float(total[4 * hops])
         metrics = {}
         for i, name in enumerate(("", "qc_")):
             for hop in range(1, hops + 1):
                 hits, count = total[2 * (i * hops + hop - 1)], total[2 * (i * hops + hop - 1) + 1]
-                metrics[f"val/{name}recall@{self.hparams.top_k}_hop{hop}"] = 100 * float(hits) / gold
+                metrics[f"val/{name}recall@{k}_hop{hop}"] = 100 * float(hits) / gold
                 metrics[f"val/{name}k_hop{hop}"] = float(count) / float(total[-1])
         ratio, cos, n_branches, n = total[4 * hops + 1 :].tolist()
+        for hop in range(2, hops + 1):
+            metrics[f"val/gain_hop{hop}"] = metrics[f"val/recall@{k}_hop{hop}"] - metrics[f"val/qc_recall@{k}_hop{hop}"]
         metrics["val/gate_ratio"] = ratio / n_branches
         metrics["val/branch_cos"] = cos / n
-        monitored = f"val/recall@{self.hparams.top_k}_hop2"
-        self.log(monitored, metrics.pop(monitored), prog_bar=True)
-        self.log_dict(metrics)
+        return metrics
 
     # -- export ------------------------------------------------------------------------------------------
 

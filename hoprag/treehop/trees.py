@@ -6,11 +6,15 @@ place name). The first layer holds the paragraphs no edge points to. A record wh
 have the shape its type needs (spec/treehop.md §5.2: one first-layer node for compositional/inference, two
 or more first- and last-layer nodes for bridge_comparison), has no edge, has a cycle or names a subject
 no context paragraph matches is skipped with a reason, never silently. MuSiQue records (an optional second
-source) use their decomposition instead: a step citing "#i" hangs under step i's paragraph.
+source) use their decomposition instead: a step citing "#i" hangs under step i's paragraph. HotpotQA bridge
+records have neither: hop 1 is the supporting paragraph whose title the question names, hop 2 the other one
+(comparison questions are excluded, as the paper excludes 2Wiki's).
 """
 
 from __future__ import annotations
 
+import difflib
+import html
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -20,6 +24,8 @@ from hoprag.data.twowiki import base_title, match_title, normalize_title
 from hoprag.data.types import Passage, QAExample
 
 TREE_TYPES = ("compositional", "inference", "bridge_comparison")
+HOTPOT_TYPES = ("bridge", "comparison")
+CLOSE_MATCH = 0.8  # difflib ratio at which a run of question words counts as naming a title
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,12 @@ def _object_paragraph(name: str, gold: list[str]) -> str | None:
 
 
 def build_tree(example: QAExample) -> Tree | str:
-    """The example's retrieval tree, or the reason it has none (2Wiki evidences, or MuSiQue decompositions)."""
+    """The example's retrieval tree, or the reason it has none (2Wiki evidences, MuSiQue decompositions or
+    HotpotQA's named title)."""
     if not example.evidences and example.decomposition:  # MuSiQue: sub-questions with support paragraphs
         return _musique_tree(example)
+    if not example.evidences and example.type in HOTPOT_TYPES:  # HotpotQA: two supporting paragraphs, no hops
+        return _hotpot_tree(example)
     if example.type not in TREE_TYPES:
         return "type"
     by_title = _first_per_title(example)
@@ -110,6 +119,48 @@ def _musique_tree(example: QAExample) -> Tree | str:
         if cited:
             edges[titles[max(cited)]].append(titles[j])
     return _unroll(example, by_title, edges, two_branches=False)
+
+
+def _hotpot_tree(example: QAExample) -> Tree | str:
+    """A bridge question's 2-hop chain: the question names the bridge entity's paragraph (hop 1), whose text leads
+    to the answer's paragraph (hop 2). Skipped when the question names neither or both supporting titles."""
+    if example.type == "comparison":
+        return "comparison"
+    by_title = _first_per_title(example)
+    gold = example.supporting_titles
+    if len(gold) != 2:
+        return "integrity"
+    if any(t not in by_title for t in gold):
+        return "unmatched"
+    named = _named_titles(example.question, gold)
+    if len(named) != 1:
+        return "neither_named" if not named else "both_named"
+    first, second = named[0], next(t for t in gold if t != named[0])
+    return _unroll(example, by_title, {first: [second], second: []}, two_branches=False)
+
+
+def _named_titles(question: str, titles: list[str]) -> list[str]:
+    """The titles the question names, fuzzy only where needed: the title or its base title ("X (film)" → "X")
+    as a phrase of the normalised question; failing that for every title, all of the base title's words among
+    the question's ("Scott Andrew Buchholz" names "Scott Buchholz"); failing that, a close match of as many
+    consecutive question words. HotpotQA titles keep HTML entities ("Simon &amp; Simon"), so they are unescaped."""
+    words = normalize_title(question).split()
+    padded = f" {' '.join(words)} "
+    full = {t: normalize_title(html.unescape(t)) for t in titles}
+    base = {t: normalize_title(base_title(html.unescape(t))) for t in titles}
+    named = [t for t in titles if any(k and f" {k} " in padded for k in (full[t], base[t]))]
+    if named:
+        return named
+    named = [t for t in titles if base[t] and set(base[t].split()) <= set(words)]
+    if named:
+        return named
+
+    def close(key: str) -> bool:
+        n = len(key.split())
+        runs = [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+        return bool(difflib.get_close_matches(key, runs, n=1, cutoff=CLOSE_MATCH))
+
+    return [t for t in titles if base[t] and close(base[t])]
 
 
 def _first_per_title(example: QAExample) -> dict[str, Passage]:

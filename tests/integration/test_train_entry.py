@@ -17,12 +17,13 @@ from hydra.utils import instantiate
 
 from hoprag.paths import PROJECT_ROOT
 
-# a shrunken TreeHop: 90 questions of the bundled 2Wiki train sample (~57 trees), MiniLM, small widths
+# a shrunken TreeHop: 90 questions of the bundled 2Wiki train sample (~57 trees), MiniLM, small widths, no open corpus
 SHRUNK = [
     "+model=treehop",
     "threads=1",
     "~logger.wandb",
     "model.datamodule.train.limit=90",
+    "~model.datamodule.open_corpus",  # validate over the training pool: the 13k-passage index takes minutes to encode
     "model.datamodule.batch_size=8",
     "model.module.model.gate_dim=64",
     "trainer.max_epochs=3",

@@ -180,6 +180,8 @@ def test_extra_corpus_adds_other_corpora_deduplicated_by_id(tmp_path):
                    extra_corpus={"again": QADataset(name="h", questions=HOTPOT_DEV), "wiki": bamboogle})  # fmt: skip
     assert [p.id for p in ds.corpus()] == [p.id for p in own] + [p.id for p in extra if p.id not in {q.id for q in own}]
     assert len(ds.corpus()) == len(own) + len(extra)  # the repeated pool adds nothing
+    left_out = QADataset(name="hotpotqa", questions=HOTPOT_DEV, extra_corpus={"wiki": bamboogle, "dev": None})
+    assert len(left_out.corpus()) == len(ds.corpus())  # a null member is left out (a Hydra override can drop one)
 
 
 def test_open_2wiki_is_the_dev_sample_over_every_bundled_passage(compose_cfg):

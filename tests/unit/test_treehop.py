@@ -36,6 +36,28 @@ def test_zeroed_output_projection_leaves_exactly_q_minus_c():
     assert torch.equal(model(q, c), q - c)
 
 
+def test_zero_initialised_correction_makes_the_untrained_model_exactly_q_minus_c():
+    torch.manual_seed(0)
+    model = TreeHop(16, correction_init=0.0, learn_scale=True)
+    q, c = torch.randn(4, 16), torch.randn(4, 16)
+    assert torch.equal(model(q, c), q - c) and not model.update(q, c)[1].any()
+    assert model.gate(q, c).abs().sum() > 0  # the gate is live: only the learnt α holds it back
+    assert model.n_parameters() == TreeHop(16).n_parameters() + 1 and model.alpha.item() == 0.0
+
+
+def test_the_papers_parameterisation_has_no_learnt_scale():
+    model = TreeHop(16)
+    q, c = torch.randn(4, 16), torch.randn(4, 16)
+    assert "alpha" not in dict(model.named_parameters()) and model.config["learn_scale"] is False
+    assert torch.equal(model(q, c), q - c + model.gate(q, c))
+
+
+@pytest.mark.parametrize("kwargs", [{"learn_scale": False}, {"learn_scale": True, "gate_init_scale": 0.0}])
+def test_a_correction_that_could_never_train_is_refused(kwargs):
+    with pytest.raises(ValueError, match="is `q − c` forever"):
+        TreeHop(16, correction_init=0.0, **kwargs)
+
+
 def test_gate_attention_is_a_softmax_over_features():
     model = TreeHop(16)
     a = model.heads[0].attention(torch.randn(5, 16), torch.randn(5, 16))
