@@ -57,7 +57,9 @@ class TreeHop(nn.Module):
 
     `α` scales the gate into the correction added to `q − c`: a learnable scalar (`learn_scale`) initialised at
     `correction_init` (0: the untrained model is `q − c` exactly, and training learns how far to move from it),
-    else the constant `correction_init` (the paper: 1, no extra parameter).
+    else the constant `correction_init` (the paper: 1, no extra parameter). `learn_subtraction` learns how much
+    of `c` to subtract, `h = q − β·c + α·gate` with the scalar β from 1 (so still `q − c` untrained): one
+    parameter, which the little training data here can set where the gate's millions overfit.
     """
 
     def __init__(
@@ -73,9 +75,10 @@ class TreeHop(nn.Module):
         gate_init_scale: float = 1.0,
         correction_init: float = 1.0,
         learn_scale: bool = False,
+        learn_subtraction: bool = False,
     ) -> None:
         super().__init__()
-        if correction_init == 0 and (not learn_scale or gate_init_scale == 0):
+        if correction_init == 0 and not learn_subtraction and (not learn_scale or gate_init_scale == 0):
             raise ValueError(
                 "correction_init=0 needs learn_scale=true and gate_init_scale≠0: otherwise the correction and every "
                 "gradient into it stay zero, and the model is `q − c` forever"
@@ -87,7 +90,7 @@ class TreeHop(nn.Module):
             "dim": dim, "gate_dim": gate_dim, "mlp_dim": mlp_dim, "n_mlp": n_mlp, "n_heads": n_heads,
             "gate_dropout": gate_dropout, "attn_scale_dim": attn_scale_dim or gate_dim,
             "gate_scale": gate_scale, "gate_init_scale": gate_init_scale,
-            "correction_init": correction_init, "learn_scale": learn_scale,
+            "correction_init": correction_init, "learn_scale": learn_scale, "learn_subtraction": learn_subtraction,
         }  # fmt: skip
         self.heads = nn.ModuleList(
             _Head(dim, gate_dim, mlp_dim, n_mlp, gate_dropout, attn_scale_dim or gate_dim) for _ in range(n_heads)
@@ -97,6 +100,7 @@ class TreeHop(nn.Module):
         self.alpha: Tensor | float = correction_init
         if learn_scale:
             self.alpha = nn.Parameter(torch.tensor(float(correction_init)))
+        self.beta: Tensor | float = nn.Parameter(torch.tensor(1.0)) if learn_subtraction else 1.0
         with torch.no_grad():
             self.out.weight.mul_(gate_init_scale)
 
@@ -111,7 +115,7 @@ class TreeHop(nn.Module):
     def update(self, q: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """The next query `h` and its correction term (the training penalty and the collapse figures use it)."""
         correction = self.correction(q, c)
-        return q - c + correction, correction
+        return q - self.beta * c + correction, correction
 
     def forward(self, q: Tensor, c: Tensor) -> Tensor:
         return self.update(q, c)[0]

@@ -68,6 +68,7 @@ class TreeHopModule(L.LightningModule):
         output_dropout: float = 0.1,
         in_batch_negatives: bool = False,
         correction_penalty: float = 0.0,
+        scale_lr: float | None = None,
         top_k: int = 5,
         val_hops: int = 3,
     ) -> None:
@@ -96,7 +97,13 @@ class TreeHopModule(L.LightningModule):
         self.register_buffer("passages", torch.from_numpy(emb.passages), persistent=False)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.model.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        """AdamW; the learnt scalars α and β get `scale_lr` (null: `lr`): Adam moves a parameter by about lr a step,
+        so at lr 3e-4 a scale could travel only ~0.05 in a short CPU run."""
+        scales = [p for name, p in self.model.named_parameters() if name in ("alpha", "beta")]
+        rest = [p for name, p in self.model.named_parameters() if name not in ("alpha", "beta")]
+        groups = [{"params": rest}, {"params": scales, "lr": self.hparams.scale_lr or self.hparams.lr, "weight_decay": 0.0}]
+        return torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr,
+                                 weight_decay=self.hparams.weight_decay)  # fmt: skip
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["treehop"] = {"config": self.model.config, "embedder": self.embedder_info}
@@ -231,6 +238,9 @@ class TreeHopModule(L.LightningModule):
             metrics[f"val/gain_hop{hop}"] = metrics[f"val/recall@{k}_hop{hop}"] - metrics[f"val/qc_recall@{k}_hop{hop}"]
         metrics["val/gate_ratio"] = ratio / n_branches
         metrics["val/branch_cos"] = cos / n
+        for name in ("alpha", "beta"):  # the learnt scales of the correction and of the subtracted chunk
+            if isinstance(getattr(self.model, name), torch.Tensor):
+                metrics[f"val/{name}"] = float(getattr(self.model, name))
         return metrics
 
     # -- export ------------------------------------------------------------------------------------------

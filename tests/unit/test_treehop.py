@@ -256,3 +256,16 @@ def test_musique_decomposition_gives_a_chain_following_its_references():
         (context[0].id, -1, 1), (context[1].id, 0, 2), (context[2].id, 1, 3),
     ]  # fmt: skip
     assert context[3].id in tree.nodes[0].negatives and context[1].id not in tree.nodes[0].negatives
+
+
+def test_a_learnt_subtraction_starts_at_q_minus_c_and_trains():
+    model = TreeHop(dim=8, gate_dim=16, correction_init=0.0, learn_subtraction=True)
+    q, c = torch.randn(4, 8), torch.randn(4, 8)
+    assert torch.equal(model(q, c), q - c) and model.config["learn_subtraction"] is True
+    target = q - 0.5 * c  # a loss that wants half of c subtracted moves β towards 0.5
+    opt = torch.optim.SGD([model.beta], lr=0.2)
+    for _ in range(50):
+        opt.zero_grad()
+        ((model(q, c) - target) ** 2).mean().backward()
+        opt.step()
+    assert abs(float(model.beta) - 0.5) < 0.05

@@ -204,7 +204,8 @@ def test_treehop_config_validates_over_every_bundled_passage_and_starts_at_q_min
     assert module.correction_penalty == 0.1
     model = instantiate(module.model)(dim=16)
     q, c = torch.randn(3, 16), torch.randn(3, 16)
-    assert torch.equal(model(q, c), q - c) and model.alpha.requires_grad
+    assert torch.equal(model(q, c), q - c) and model.alpha.requires_grad and model.beta.requires_grad
+    assert module.scale_lr == 1e-2
     closed = instantiate(compose_cfg("train", ["+model=treehop", "~model.datamodule.open_corpus"]).model.datamodule)
     assert closed.open_corpus == []
 
@@ -214,7 +215,15 @@ def test_paper_experiments_keep_the_papers_update_and_loss(compose_cfg, experime
     cfg = compose_cfg("train", [f"+experiment={experiment}"])
     assert cfg.model.module.correction_penalty == 0.0 and cfg.model.datamodule.mined_negatives == 0
     model = instantiate(cfg.model.module.model)(dim=16)
-    assert model.alpha == 1.0 and "alpha" not in dict(model.named_parameters())
+    assert model.alpha == 1.0 and model.beta == 1.0 and not {"alpha", "beta"} & dict(model.named_parameters()).keys()
     assert model.config["gate_scale"] == model.config["gate_init_scale"] == 1.0
     q, c = torch.randn(3, 16), torch.randn(3, 16)
     assert torch.equal(model(q, c), q - c + model.gate(q, c))
+
+
+def test_the_learnt_scales_get_their_own_learning_rate():
+    module = TreeHopModule(model=functools.partial(TreeHop), lr=3e-4, scale_lr=1e-2)
+    module.model = TreeHop(8, gate_dim=16, correction_init=0.0, learn_scale=True, learn_subtraction=True)
+    groups = module.configure_optimizers().param_groups
+    assert [g["lr"] for g in groups] == [3e-4, 1e-2] and len(groups[1]["params"]) == 2
+    assert groups[1]["weight_decay"] == 0.0
