@@ -204,7 +204,7 @@ def test_treehop_config_validates_over_every_bundled_passage_and_starts_at_q_min
     assert module.correction_penalty == 0.1
     model = instantiate(module.model)(dim=16)
     q, c = torch.randn(3, 16), torch.randn(3, 16)
-    assert torch.equal(model(q, c), q - c) and model.alpha.requires_grad and model.beta.requires_grad
+    assert torch.equal(model(q, c), q - c) and model.alpha == 0.0 and model.beta.requires_grad  # β learnt, no gate
     assert module.scale_lr == 1e-2
     closed = instantiate(compose_cfg("train", ["+model=treehop", "~model.datamodule.open_corpus"]).model.datamodule)
     assert closed.open_corpus == []
