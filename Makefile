@@ -64,7 +64,7 @@ demo: $(STAMP)
 
 # The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.
 train: $(STAMP)
-	$(OFFLINE) $(PY) train.py +model=treehop threads=1 hydra.run.dir=logs/demo/treehop_train
+	$(OFFLINE) $(PY) train.py +model=treehop hydra.run.dir=logs/demo/treehop_train
 	$(OFFLINE) $(PY) eval.py +method=treehop data=2wiki method.ckpt=logs/demo/treehop_train/export hydra.run.dir=logs/demo/treehop_eval overwrite=true
 	$(PY) scripts/eval_treehop.py logs/demo/treehop_eval
 
