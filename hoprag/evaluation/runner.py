@@ -29,7 +29,6 @@ from typing import Any
 
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from hoprag.cost import Cost
 from hoprag.data.dataset import QADataset
@@ -38,6 +37,7 @@ from hoprag.evaluation import fingerprint as fp
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
+from hoprag.utils import progress
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def run(
     if todo:
         method.check_capabilities()  # e.g. a server without log-probs: refused before any question is asked
     started = time.perf_counter()
-    with tqdm(total=len(examples), initial=len(examples) - len(todo), desc=method.name, unit="q") as bar:
+    with progress.bar(total=len(examples), initial=len(examples) - len(todo), desc=method.name, unit="q") as bar:
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]
             costs = [Cost() for _ in batch]

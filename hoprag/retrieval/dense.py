@@ -15,14 +15,12 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator, Sequence
-from itertools import islice
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
-from tqdm.auto import tqdm
 
 from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
@@ -68,12 +66,6 @@ def _release_freed_memory() -> None:
         libc = ctypes.CDLL(libc_name)
         if hasattr(libc, "malloc_trim"):
             libc.malloc_trim(0)
-
-
-def _chunks(passages: Sequence[Passage], size: int) -> Iterator[list[Passage]]:
-    it = iter(passages)
-    while chunk := list(islice(it, size)):
-        yield chunk
 
 
 def _gpu_available() -> bool:
@@ -127,13 +119,14 @@ class DenseIndex:
         use_gpu: bool | str = "auto",
         embeddings_path: str | Path | None = None,
         corpus_fingerprint: str | None = None,
-        progress: bool = True,
+        progress: bool | None = None,
     ) -> DenseIndex:
         """Encode `passages` chunk by chunk (`chunk_size` passages, encoded `batch_size` at a time) into a
         new index. Chunks larger than a batch let the encoder sort texts by length, wasting less padding.
 
         `embeddings_path` (a `.npy` file) also keeps every vector in a float32 memmap, `.embeddings`;
         `load` reopens it when it lies in the directory the index is saved to.
+        `progress` shows the encoding bar (None: `hoprag.utils.progress` decides: a terminal, not CI).
         """
         n = len(passages)
         if n == 0:
@@ -146,30 +139,26 @@ class DenseIndex:
         stored: np.ndarray | None = None
         untrained: list[np.ndarray] = []
         ids: list[str] = []
-        bar = tqdm(total=n, desc=f"encoding with {embedder.name}", unit="passage", disable=not progress)
-        with bar:
-            for chunk in _chunks(passages, chunk_size):
-                vectors = embedder.encode_passages(chunk, batch_size=batch_size)
-                if index is None:
-                    index = faiss.index_factory(vectors.shape[1], faiss_factory, faiss.METRIC_INNER_PRODUCT)
-                    if embeddings_path is not None:
-                        stored = np.lib.format.open_memmap(
-                            embeddings_path, mode="w+", dtype=np.float32, shape=(n, vectors.shape[1])
-                        )
-                if stored is not None:
-                    stored[len(ids) : len(ids) + len(chunk)] = vectors
-                ids.extend(p.id for p in chunk)
-                if index.is_trained:
-                    index.add(vectors)
-                else:
-                    untrained.append(vectors)
-                    if sum(map(len, untrained)) >= n_train:
-                        sample = np.concatenate(untrained)
-                        index.train(sample[:n_train])
-                        index.add(sample)
-                        untrained = []
-                bar.update(len(chunk))
-                _release_freed_memory()
+        for chunk, vectors in embedder.passage_chunks(passages, chunk_size, batch_size, show=progress):
+            if index is None:
+                index = faiss.index_factory(vectors.shape[1], faiss_factory, faiss.METRIC_INNER_PRODUCT)
+                if embeddings_path is not None:
+                    stored = np.lib.format.open_memmap(
+                        embeddings_path, mode="w+", dtype=np.float32, shape=(n, vectors.shape[1])
+                    )
+            if stored is not None:
+                stored[len(ids) : len(ids) + len(chunk)] = vectors
+            ids.extend(p.id for p in chunk)
+            if index.is_trained:
+                index.add(vectors)
+            else:
+                untrained.append(vectors)
+                if sum(map(len, untrained)) >= n_train:
+                    sample = np.concatenate(untrained)
+                    index.train(sample[:n_train])
+                    index.add(sample)
+                    untrained = []
+            _release_freed_memory()
         embeddings = None
         if stored is not None:
             stored.flush()

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from functools import cached_property
+from itertools import islice
 from typing import Any
 
 import numpy as np
 
 from hoprag.data.types import Passage
+from hoprag.utils import progress
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.utils.device import resolve_device
 
@@ -72,6 +74,23 @@ class Embedder:
 
     def encode_passages(self, passages: Sequence[Passage], batch_size: int | None = None) -> np.ndarray:
         return self._vectors([self.passage_text(p) for p in passages], batch_size)
+
+    def passage_chunks(
+        self,
+        passages: Sequence[Passage],
+        chunk_size: int = 2048,
+        batch_size: int | None = None,
+        show: bool | None = None,
+    ) -> Iterator[tuple[list[Passage], np.ndarray]]:
+        """Encode `passages` `chunk_size` at a time under one progress bar (`hoprag.utils.progress`; `show`
+        None: its decision), yielding each chunk with its vectors: the path every corpus-sized encode takes,
+        so none runs for minutes in silence. Chunks larger than a batch let the encoder sort texts by
+        length, wasting less padding; the bar moves once the caller has used a chunk."""
+        it = iter(passages)
+        with progress.bar(total=len(passages), desc=f"encoding with {self.name}", unit="passage", show=show) as shown:
+            while chunk := list(islice(it, chunk_size)):
+                yield chunk, self.encode_passages(chunk, batch_size)
+                shown.update(len(chunk))
 
     def describe(self) -> dict[str, Any]:
         """What determines the passage vectors: a saved index records it and is refused when it differs."""

@@ -15,6 +15,7 @@ import Stemmer
 from hoprag.data.types import Passage
 from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
 from hoprag.retrieval.manifest import check_manifest, new_manifest, read_manifest, write_manifest
+from hoprag.utils import progress as bars
 
 IDS_FILE = "ids.json"
 KIND = "bm25"
@@ -43,12 +44,14 @@ class BM25Index:
         method: str = "lucene",
         stemmer: str | None = "english",
         corpus_fingerprint: str | None = None,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> BM25Index:
-        """Index `title + "\\n" + text` of every passage (`stemmer=None` turns stemming off)."""
+        """Index `title + "\\n" + text` of every passage (`stemmer=None` turns stemming off); bm25s's own
+        bars show when `progress` (None: `hoprag.utils.progress` decides: a terminal, not CI)."""
         if len(passages) == 0:
             raise ValueError("cannot build a BM25 index over an empty corpus")
         fingerprint = corpus_fingerprint or fingerprint_of(passages)
+        progress = bars.enabled() if progress is None else progress
         started = time.perf_counter()
         tokens = bm25s.tokenize(
             [p.contents for p in passages],

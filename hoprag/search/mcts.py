@@ -55,6 +55,7 @@ from hoprag.data.types import Passage
 from hoprag.llm.base import LLM, Generation, Prompt
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import ParsedAnswer
+from hoprag.utils import progress
 from hoprag.verifiers.reward import Candidate, RewardResult
 
 SELECTIONS = ("uct", "puct")
@@ -264,8 +265,12 @@ class AnswerSearch:
             SearchTree(q, Node(id=0, kind="root", depth=0, ctx=tuple(ctx)), costs[i] if costs else None)
             for i, (q, ctx) in enumerate(zip(questions, contexts))
         ]
-        for step in range(self.config.simulations):
-            self.simulate(trees, step)
+        # a simulation steps every question's tree at once: the bar ticks per simulation (minutes each on a CPU)
+        desc = f"MCTS over {len(trees)} question{'s' * (len(trees) != 1)}"
+        with progress.bar(total=self.config.simulations, desc=desc, unit="simulation", leave=False) as shown:
+            for step in range(self.config.simulations):
+                self.simulate(trees, step)
+                shown.update()
         return trees
 
     def simulate(self, trees: Sequence[SearchTree], step: int = 0) -> None:

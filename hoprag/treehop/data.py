@@ -41,6 +41,7 @@ from hoprag.treehop.trees import Tree, build_trees
 log = logging.getLogger(__name__)
 
 MINED_FROM = ("query", "positive")
+ENCODE_CHUNK = 512  # passages per progress tick: ~12k passages encode for minutes on a CPU
 
 
 @dataclass
@@ -66,7 +67,9 @@ def embed_cached(questions: list[str], passages: list[Passage], embedder: Embedd
             q, p = saved["questions"], saved["passages"]
     else:
         started = time.perf_counter()
-        q, p = embedder.encode_queries(questions), embedder.encode_passages(passages)
+        q = embedder.encode_queries(questions)
+        chunks = [vectors for _, vectors in embedder.passage_chunks(passages, ENCODE_CHUNK)]
+        p = np.concatenate(chunks) if chunks else embedder.encode_passages([])
         print(f"treehop data: encoded {len(questions)} questions and {len(passages)} passages with {embedder.name} "
               f"in {time.perf_counter() - started:.1f} s")  # fmt: skip
         if path is not None:

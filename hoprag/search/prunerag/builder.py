@@ -29,6 +29,7 @@ from hoprag.search.prunerag.parsing import (
 from hoprag.search.prunerag.prompts import EXAMPLE_PLACES, decision_prompt
 from hoprag.search.prunerag.tree import ANSWERED, DECOMPOSED, ENTITY_PARENT, PARSE_ERROR, UNRESOLVED, Node
 from hoprag.search.steps import llm_step, retrieval_step
+from hoprag.utils import progress
 
 BATCHING = ("round", "node")
 CONFIDENCE_SPANS = ("json_value", "first_occurrence")
@@ -124,9 +125,12 @@ class PruneTreeBuilder:
         pending: Pending = list(zip(roots, costs))
         self._retrieve(pending)
         depth = 1
-        while depth < self.max_depth and pending:
-            pending = self._round(pending)
-            depth += 1
+        with progress.bar(total=self.max_depth - 1, desc="PruneRAG rounds", unit="round", leave=False) as shown:
+            while depth < self.max_depth and pending:
+                shown.set_postfix(questions=len({id(_root(n)) for n, _ in pending}), nodes=len(pending))
+                pending = self._round(pending)
+                depth += 1
+                shown.update()
         for node, _ in pending:  # depth-D children and nodes whose retries ran out: leaves with passages
             node.status = UNRESOLVED
         return roots
@@ -203,3 +207,10 @@ class PruneTreeBuilder:
         if self.strict:
             return node.confidence > self.threshold
         return node.confidence >= self.threshold
+
+
+def _root(node: Node) -> Node:
+    """The question a node belongs to (the progress bar counts the questions still being worked on)."""
+    while node.parent is not None:
+        node = node.parent
+    return node
