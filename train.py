@@ -25,8 +25,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import check_config, register_resolvers
-from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files, select
+from hoprag.config import check_config, register_resolvers, select_settings
+from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files
 
 register_resolvers()
 
@@ -54,7 +54,7 @@ def resume_path(cfg: DictConfig) -> str | None:
     started with the same training settings (else `ResumeRefused`); a start from anything else records them.
     An explicit `ckpt_path` is the user's choice (e.g. fine-tuning another run's weights) and is not checked."""
     output_dir = Path(cfg.paths.output_dir)
-    fingerprint = select(cfg, TRAIN_SECTIONS, RESUMABLE)
+    fingerprint = select_settings(cfg, TRAIN_SECTIONS, RESUMABLE)
     last = output_dir / "checkpoints" / "last.ckpt"
     if cfg.ckpt_path == "auto" and last.exists():
         refuse_changed(output_dir, fingerprint, what="checkpoints", remedy="ckpt_path=null to train afresh here")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from fnmatch import fnmatch
 from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -19,6 +21,29 @@ RUN_CONTROL_ANYWHERE = (
 )  # fmt: skip
 LLM_TRANSPORT = ("base_url", "api_key", "timeout", "max_retries", "backoff", "max_backoff", "max_concurrency",
                  "timeout_per_token")  # fmt: skip
+
+
+def select_settings(cfg: Mapping[str, Any], sections: Iterable[str], ignored: Iterable[str]) -> dict[str, Any]:
+    """The resolved `sections` of `cfg` (as JSON would store them) without the keys matching `ignored`
+    (fnmatch on dotted keys, e.g. `RUN_CONTROL_ANYWHERE`): what a settings fingerprint covers."""
+    ignored = tuple(ignored)
+
+    def prune(node: Any, prefix: str) -> Any:
+        if not isinstance(node, dict):
+            return node
+        return {
+            k: prune(v, f"{prefix}{k}.")
+            for k, v in node.items()
+            if not any(fnmatch(f"{prefix}{k}", pattern) for pattern in ignored)
+        }
+
+    resolved = {key: plain(cfg[key]) for key in sections if key in cfg}
+    return json.loads(json.dumps({key: prune(value, f"{key}.") for key, value in resolved.items()}))
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain containers, resolved; anything else as it is."""
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 class Rule(NamedTuple):

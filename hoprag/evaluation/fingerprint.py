@@ -15,8 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
-from fnmatch import fnmatch
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
+from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE, select_settings
 from hoprag.data.fetch import ensure_file
 from hoprag.paths import data_root
 
@@ -42,32 +41,11 @@ class ResumeRefused(ValueError):
     """A rerun whose settings differ from those the run directory was started with."""
 
 
-def select(cfg: DictConfig, sections: Iterable[str], ignored: Iterable[str]) -> dict[str, Any]:
-    """The resolved `sections` of `cfg` (as JSON would store them) without the keys matching `ignored`."""
-    ignored = tuple(ignored)
-
-    def prune(node: Any, prefix: str) -> Any:
-        if not isinstance(node, dict):
-            return node
-        return {
-            k: prune(v, f"{prefix}{k}.")
-            for k, v in node.items()
-            if not any(fnmatch(f"{prefix}{k}", pattern) for pattern in ignored)
-        }
-
-    resolved = {key: _resolved(cfg[key]) for key in sections if key in cfg}
-    return json.loads(json.dumps({key: prune(value, f"{key}.") for key, value in resolved.items()}))
-
-
-def _resolved(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-
-
 def eval_fingerprint(cfg: DictConfig) -> dict[str, Any]:
     """What decides an evaluation's answers: method, data (with its files' content hashes), LLM, retriever
     (when the method uses one) and the metric suite."""
     sections = [s for s in EVAL_SECTIONS if s != "retriever" or get_class(cfg.method._target_).needs_retriever]
-    fingerprint = select(cfg, sections, RUN_CONTROL)
+    fingerprint = select_settings(cfg, sections, RUN_CONTROL)
     root = data_root(cfg.data.get("root"))
     for key in DATA_FILES:
         name = OmegaConf.select(cfg, f"data.{key}", throw_on_missing=True)

@@ -25,13 +25,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, Protocol
 
-from omegaconf import DictConfig, OmegaConf
-
-from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
+from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE, plain, select_settings
 from hoprag.cost import Cost
 from hoprag.data.records import DataFormatError
 from hoprag.data.types import QAExample
@@ -276,18 +273,6 @@ def label_by_outcomes(
     return OutcomeRun([frozenset(c) for c in correct], labels, summary)
 
 
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
-def _prune(node: Any, prefix: str) -> Any:
-    """`node` without the keys matching `IGNORED` (dotted, as the run fingerprints match them)."""
-    if not isinstance(node, dict):
-        return node
-    kept = {k: v for k, v in node.items() if not any(fnmatch(f"{prefix}{k}", p) for p in IGNORED)}
-    return {k: _prune(v, f"{prefix}{k}.") for k, v in kept.items()}
-
-
 class OutcomeLabeller:
     """The labelling run from configs: `method` a PruningRAG config (`_partial_`, as conf/method/pruningrag.yaml),
     `llm` the answering LLM's config, `judge` a CRAG judge's config (null: exact match only, every other
@@ -307,7 +292,7 @@ class OutcomeLabeller:
         priority: Sequence[str] = CRAG_PRIORITY,
         alt_answers: bool = False,
     ) -> None:
-        self.method_cfg, self.llm_cfg, self.judge_cfg = _plain(method), _plain(llm), _plain(judge)
+        self.method_cfg, self.llm_cfg, self.judge_cfg = plain(method), plain(llm), plain(judge)
         self.configurations = [tuple(c) for c in configurations]
         self.cache_path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else None
         self.batch_size, self.mode, self.priority, self.alt_answers = batch_size, mode, tuple(priority), alt_answers
@@ -324,10 +309,11 @@ class OutcomeLabeller:
         fixed sources, the router and the other sources, and the LLM, both without run-control keys."""
         method = {k: v for k, v in self.method_cfg.items() if k not in NOT_ANSWERING}
         method["sources"] = {s: v for s, v in (method.get("sources") or {}).items() if s in configuration}
-        return fingerprint({"method": _prune(method, "method."), "llm": _prune(self.llm_cfg, "llm.")})
+        return fingerprint(select_settings({"method": method, "llm": self.llm_cfg}, ("method", "llm"), IGNORED))
 
     def judge_settings(self) -> str:
-        return fingerprint({"judge": _prune(self.judge_cfg, "judge."), "alt_answers": self.alt_answers})
+        judge = select_settings({"judge": self.judge_cfg}, ("judge",), IGNORED)
+        return fingerprint({**judge, "alt_answers": self.alt_answers})
 
     def method(self, configuration: Configuration) -> Answerer | None:
         """PruningRAG answering from exactly `configuration` (the LLM and sources built once, on first use)."""
