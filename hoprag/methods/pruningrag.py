@@ -195,7 +195,8 @@ class PruningRAG(Method):
             consulted = ("llm", *routes[i])
             trace = {"sources": list(consulted), "answered_by": "fallback" if used else "llm",
                      "llm_output": first[i], "output": second[i] if used else first[i]}  # fmt: skip
-            stats = {**self.route_stats(consulted, kept[i]), "fallback_used": float(used), **figures[i]}
+            stats = {**self.route_stats(consulted, kept[i]), "fallback_used": float(used), **figures[i],
+                     "llm_first_parse_failed": float(not first_answers[i][1])}  # its fallback: "I don't know"
             outputs.append(MethodOutput(prediction, kept[i], trace, not parsed, stats))
         return outputs
 

@@ -146,6 +146,7 @@ def test_fallback_to_several_sources_reads_them_together_grounded_and_needs_no_s
     web, api, llm, method = fallback_world()
     outs = method.answer(EXAMPLES[1:2], [Cost()])
     assert len(llm.calls) == 1 and web.asked == [] and outs[0].stats["fallback_used"] == 0.0
+    assert outs[0].stats["llm_first_parse_failed"] == 0.0
     with pytest.raises(ValueError, match="not llm"):
         fallback_world(fixed=("llm", "web"))
     with pytest.raises(ValueError, match="not configured"):
@@ -158,6 +159,7 @@ def test_a_cot_answer_without_the_final_marker_counts_as_abstaining_and_falls_ba
     web = RecordingSource("web")
     (out,) = PruningRAG(llm, {"web": web}, strategy="fallback", cot=True).answer(EXAMPLES[:1], [Cost()])
     assert web.asked == ["q1"] and out.prediction == "Paris" and not out.parse_failed
+    assert out.stats["llm_first_parse_failed"] == 1.0  # the first pass's fallback answer is counted
 
 
 def test_a_sources_question_stats_are_merged_only_into_the_questions_that_consulted_it():
