@@ -285,10 +285,8 @@ class ClassifierRouter:
 
     @classmethod
     def load(cls, directory: str | Path) -> ClassifierRouter:
-        from hydra.utils import instantiate
-
         directory = Path(directory)
-        settings, head = read_export(directory)
+        settings, head, trained_on = read_export(directory)
         if "options" not in settings:
             raise ValueError(f"{directory} classifies {settings.get('labels')}, not router options: "
                              "load it with LabelClassifier")  # fmt: skip
@@ -296,8 +294,7 @@ class ClassifierRouter:
         if list(options.letters) != settings["letters"]:
             raise ValueError(f"{directory}: trained on letters {settings['letters']}, {options.name} now has "
                              f"{list(options.letters)}")  # fmt: skip
-        trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
-        return cls(instantiate(settings["embedder"]), head, options.name, settings["none_policy"], trained_on)
+        return cls(load_embedder(settings), head, options.name, settings["none_policy"], trained_on)
 
     def check_unseen(self, examples: Sequence[QAExample]) -> None:
         """Refuse to evaluate on questions (or contexts, or question texts) this router was trained on."""
@@ -333,15 +330,12 @@ class LabelClassifier:
 
     @classmethod
     def load(cls, directory: str | Path) -> LabelClassifier:
-        from hydra.utils import instantiate
-
         directory = Path(directory)
-        settings, head = read_export(directory)
+        settings, head, trained_on = read_export(directory)
         if "labels" not in settings:
             raise ValueError(f"{directory} is a router export (options {settings.get('options')}): load it with "
                              "ClassifierRouter")  # fmt: skip
-        trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
-        return cls(instantiate(settings["embedder"]), head, settings["labels"], trained_on)
+        return cls(load_embedder(settings), head, settings["labels"], trained_on)
 
     def check_unseen(self, examples: Sequence[QAExample]) -> None:
         """Refuse to predict for questions (or contexts, or question texts) this classifier was trained on."""
@@ -351,13 +345,21 @@ class LabelClassifier:
         return [self.labels[i] for i in top_classes(self.embedder, self.head, questions)]
 
 
-def read_export(directory: Path) -> tuple[dict[str, Any], torch.nn.Linear]:
-    """An export's settings (`router.json`) and its linear head (`head.pt`)."""
+def read_export(directory: Path) -> tuple[dict[str, Any], torch.nn.Linear, list[QAExample]]:
+    """An export's settings (`router.json`), its linear head (`head.pt`) and the questions it was trained on;
+    `load_embedder(settings)` builds its embedder (after the caller has checked the export's kind)."""
     settings = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
     state = torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True)
     head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
     head.load_state_dict(state)
-    return settings, head
+    trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
+    return settings, head, trained_on
+
+
+def load_embedder(settings: Mapping[str, Any]) -> Embedder:
+    from hydra.utils import instantiate
+
+    return instantiate(settings["embedder"])
 
 
 def top_classes(embedder: Embedder, head: torch.nn.Linear, questions: Sequence[str]) -> list[int]:
