@@ -92,25 +92,31 @@ class TreeHop(nn.Module):
             "gate_scale": gate_scale, "gate_init_scale": gate_init_scale,
             "correction_init": correction_init, "learn_scale": learn_scale, "learn_subtraction": learn_subtraction,
         }  # fmt: skip
+        # α fixed at 0 switches the gate off for good: no gate is built (no dead weights to train, save or count)
+        self.gated = learn_scale or correction_init != 0
         self.heads = nn.ModuleList(
-            _Head(dim, gate_dim, mlp_dim, n_mlp, gate_dropout, attn_scale_dim or gate_dim) for _ in range(n_heads)
+            _Head(dim, gate_dim, mlp_dim, n_mlp, gate_dropout, attn_scale_dim or gate_dim)
+            for _ in range(n_heads if self.gated else 0)
         )
-        self.out = nn.Linear(gate_dim * n_heads, dim, bias=False)
+        self.out = nn.Linear(gate_dim * n_heads, dim, bias=False) if self.gated else None
         self.gate_scale = gate_scale
         self.alpha: Tensor | float = correction_init
         if learn_scale:
             self.alpha = nn.Parameter(torch.tensor(float(correction_init)))
         self.beta: Tensor | float = nn.Parameter(torch.tensor(1.0)) if learn_subtraction else 1.0
-        with torch.no_grad():
-            self.out.weight.mul_(gate_init_scale)
+        if self.out is not None:
+            with torch.no_grad():
+                self.out.weight.mul_(gate_init_scale)
 
     def gate(self, q: Tensor, c: Tensor) -> Tensor:
         """`W_out · concat_heads(G(q, c))`, scaled by `gate_scale` (steps 1–8)."""
+        if self.out is None:
+            raise ValueError("this TreeHop has no gate (α fixed at 0: correction_init=0, learn_scale=false)")
         return self.gate_scale * self.out(torch.cat([head(q, c) for head in self.heads], dim=-1))
 
     def correction(self, q: Tensor, c: Tensor) -> Tensor:
-        """`α · gate(q, c)`, what the model adds to `q − c`."""
-        return self.alpha * self.gate(q, c)
+        """`α · gate(q, c)`, what the model adds to `q − c` (zero without a gate)."""
+        return self.alpha * self.gate(q, c) if self.gated else torch.zeros_like(q)
 
     def update(self, q: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """The next query `h` and its correction term (the training penalty and the collapse figures use it)."""

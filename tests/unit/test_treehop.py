@@ -269,3 +269,12 @@ def test_a_learnt_subtraction_starts_at_q_minus_c_and_trains():
         ((model(q, c) - target) ** 2).mean().backward()
         opt.step()
     assert abs(float(model.beta) - 0.5) < 0.05
+
+
+def test_a_model_whose_gate_can_never_open_builds_none():
+    model = TreeHop(dim=8, gate_dim=16, correction_init=0.0, learn_subtraction=True)
+    assert [name for name, _ in model.named_parameters()] == ["beta"] and model.n_parameters() == 1
+    q, c = torch.randn(4, 8), torch.randn(4, 8)
+    assert torch.equal(model.update(q, c)[1], torch.zeros_like(q))
+    with pytest.raises(ValueError, match="no gate"):
+        model.gate(q, c)
