@@ -8,7 +8,9 @@ each design is trained once per split seed and judged by its mean gain over `q �
     python scripts/select_treehop.py <dir>
 
 Runs are grouped by their overrides without `model.datamodule.seed`; per design: splits, the gain at each run's
-best epoch (what checkpoint selection keeps) and averaged over its epochs (how stable it is), and K at hop 2.
+best epoch (what checkpoint selection keeps) and averaged over its epochs (how stable it is), K at hop 2, and at
+the best epoch the recall itself and its margin over direct top-10 on the same trees (logs from before
+`val/direct_recall@10` existed show nan).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import yaml
 SPLIT = "model.datamodule.seed="
 
 
-def run_gains(run: Path, hop: int) -> tuple[float, float, float] | None:
-    """(gain at the best epoch, mean gain over epochs, K at the best epoch) of one run, from its CSV log."""
+def run_gains(run: Path, hop: int) -> tuple[float, float, float, float, float] | None:
+    """(gain at the best epoch, mean gain over epochs, K, recall and recall − direct top-10 at the best epoch)
+    of one run, from its CSV log."""
     logs = sorted(run.glob("csv/*/metrics.csv"))
     if not logs:
         return None
@@ -35,7 +38,9 @@ def run_gains(run: Path, hop: int) -> tuple[float, float, float] | None:
         return None
     gains = [float(r[f"val/recall@5_hop{hop}"]) - float(r[f"val/qc_recall@5_hop{hop}"]) for r in epochs]
     best = max(range(len(epochs)), key=lambda i: float(epochs[i][f"val/recall@5_hop{hop}"]))
-    return gains[best], statistics.mean(gains), float(epochs[best][f"val/k_hop{hop}"])
+    recall = float(epochs[best][f"val/recall@5_hop{hop}"])
+    direct = epochs[best].get("val/direct_recall@10") or "nan"
+    return gains[best], statistics.mean(gains), float(epochs[best][f"val/k_hop{hop}"]), recall, recall - float(direct)
 
 
 def main() -> None:
@@ -43,7 +48,7 @@ def main() -> None:
     parser.add_argument("sweep_dir", type=Path, help="a train.py multirun directory (or a folder of run dirs)")
     parser.add_argument("--hop", type=int, default=2)
     args = parser.parse_args()
-    designs: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    designs: dict[str, list[tuple[float, ...]]] = defaultdict(list)
     for overrides in sorted(args.sweep_dir.glob("*/.hydra/overrides.yaml")):
         run = overrides.parent.parent
         gains = run_gains(run, args.hop)
@@ -54,10 +59,13 @@ def main() -> None:
         designs[design].append(gains)
     if not designs:
         raise SystemExit(f"no train.py runs with validation logs under {args.sweep_dir}")
-    print(f"{'splits':>6} {'gain@best':>10} {'gain/epochs':>12} {'K':>5}  design (hop {args.hop}, gain over q − c)")
+    print(
+        f"{'splits':>6} {'gain@best':>10} {'gain/epochs':>12} {'K':>5} {'recall':>7} {'−top10':>7}  "
+        f"design (hop {args.hop}, gain over q − c)"
+    )
     for design, runs in sorted(designs.items(), key=lambda kv: -statistics.mean(g[0] for g in kv[1])):
-        best, mean, k = (statistics.mean(g[i] for g in runs) for i in range(3))
-        print(f"{len(runs):>6} {best:>+10.2f} {mean:>+12.2f} {k:>5.2f}  {design}")
+        best, mean, k, recall, vs_direct = (statistics.mean(g[i] for g in runs) for i in range(5))
+        print(f"{len(runs):>6} {best:>+10.2f} {mean:>+12.2f} {k:>5.2f} {recall:>7.2f} {vs_direct:>+7.2f}  {design}")
 
 
 if __name__ == "__main__":

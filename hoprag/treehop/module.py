@@ -9,7 +9,8 @@ growing fast where the correction swamps `q − c`); the plain mean ratio is log
 Validation retrieves the held-aside questions over the datamodule's validation index (its open corpus when
 it has one) and logs micro gold-title recall after hops 1–3 (`val/recall@5_hop2` picks the checkpoint)
 next to the training-free `q − c` update on the same index, their difference (`val/gain_hop{h}`), the mean
-K per hop of both, and the two collapse signs: the correction's norm relative to `q − c` (`gate_ratio`) and
+K per hop of both, direct top-2K (`val/direct_recall@10`: it reads as many passages as two hops), and the two
+collapse signs: the correction's norm relative to `q − c` (`gate_ratio`) and
 the mean pairwise cosine of one question's next-hop queries (`branch_cos`, → 1 when every branch asks the
 same thing). The same validation of the untrained model is logged at step 0, before training.
 """
@@ -184,7 +185,8 @@ class TreeHopModule(L.LightningModule):
 
     @torch.no_grad()
     def _val_row(self, trees: list[Tree]) -> np.ndarray:
-        """Summed hits and K per hop for TreeHop then `q − c`, the number of gold titles, and `_collapse`."""
+        """Summed hits and K per hop for TreeHop then `q − c`, the number of gold titles, `_collapse`, and the
+        hits of direct top-2K (the reference a two-hop search must match: it reads as many passages)."""
         hp, data = self.hparams, self.data
         q = self.questions[[data.question_row[t.qid] for t in trees]].cpu().numpy()
         passages = self.passages.cpu().numpy()
@@ -197,6 +199,8 @@ class TreeHopModule(L.LightningModule):
                 row += [sum(hits), sum(len(r.rows(hop)) for r in results)]
         row.append(sum(len(set(t.gold_titles)) for t in trees))
         row += self._collapse(q, passages, len(trees))
+        _, direct = self._search(unit(q), np.arange(len(trees)), 2 * hp.top_k)  # reads as many as two hops
+        row.append(sum(len(set(t.gold_titles) & {titles[r] for r in rows}) for t, rows in zip(trees, direct)))
         return np.asarray(row, dtype=np.float64)
 
     def _collapse(self, q: np.ndarray, passages: np.ndarray, n: int) -> list[float]:
@@ -224,7 +228,7 @@ class TreeHopModule(L.LightningModule):
     def _val_metrics(self, rows: list[np.ndarray]) -> dict[str, float]:
         """The validation figures from every rank's `_val_row`s (summed across ranks; a rank may have none)."""
         hops, k = self.hparams.val_hops, self.hparams.top_k
-        total = np.sum(rows, axis=0) if rows else np.zeros(4 * hops + 5)
+        total = np.sum(rows, axis=0) if rows else np.zeros(4 * hops + 6)
         total = self.trainer.strategy.reduce(torch.as_tensor(total, device=self.device), reduce_op="sum")
         gold = float(total[4 * hops])
         metrics = {}
@@ -232,8 +236,9 @@ class TreeHopModule(L.LightningModule):
             for hop in range(1, hops + 1):
                 hits, count = total[2 * (i * hops + hop - 1)], total[2 * (i * hops + hop - 1) + 1]
                 metrics[f"val/{name}recall@{k}_hop{hop}"] = 100 * float(hits) / gold
-                metrics[f"val/{name}k_hop{hop}"] = float(count) / float(total[-1])
-        ratio, cos, n_branches, n = total[4 * hops + 1 :].tolist()
+                metrics[f"val/{name}k_hop{hop}"] = float(count) / float(total[4 * hops + 4])
+        ratio, cos, n_branches, n, direct = total[4 * hops + 1 :].tolist()
+        metrics[f"val/direct_recall@{2 * k}"] = 100 * direct / gold
         for hop in range(2, hops + 1):
             metrics[f"val/gain_hop{hop}"] = metrics[f"val/recall@{k}_hop{hop}"] - metrics[f"val/qc_recall@{k}_hop{hop}"]
         metrics["val/gate_ratio"] = ratio / n_branches
