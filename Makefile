@@ -49,18 +49,20 @@ $(SERVERS_VENV)/.installed:
 test-servers: $(STAMP) $(SERVERS_VENV)/.installed
 	$(OFFLINE) $(PY) scripts/test_servers.py --server-python $(SERVERS_VENV)/bin/python $(SERVERS_ARGS)
 
-# Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample; standard RAG with
-# SmolLM2 on a handful of its questions (the dense index is reused from step one); PruneRAG trees on a few
-# questions, printed; one TreeRare tree (spaCy dependency tree; BM25 top-5 per query keeps SmolLM2's prompts
-# short), printed; MMKP context selection (no LLM) on 20 questions.
+# Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample; then the same 8 of its
+# questions answered by SmolLM2 three ways: standard RAG (top-5), MMKP-selected context (Self-Correcting RAG's
+# phase I) and PruneRAG trees (printed); one TreeRare tree (spaCy dependency tree; BM25 top-5 per query keeps
+# SmolLM2's prompts short), printed; last, one table comparing the three runs (quality, cost, paired tests).
+DEMO := logs/demo
 demo: $(STAMP)
 	$(OFFLINE) $(PY) -m hoprag.eval_retrieval data=hotpotqa
-	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=8
-	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=4 show=0 overwrite=true hydra.run.dir=logs/demo/prunerag
-	$(PY) scripts/show_trees.py logs/demo/prunerag -n 4
-	$(OFFLINE) $(PY) eval.py +method=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=logs/demo/treerare
-	$(PY) scripts/show_treerare.py logs/demo/treerare -n 1
-	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=20 show=0 method.generate=false
+	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=3 overwrite=true hydra.run.dir=$(DEMO)/standard_rag
+	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/sc_rag_select
+	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag
+	$(PY) scripts/show_trees.py $(DEMO)/prunerag -n 4
+	$(OFFLINE) $(PY) eval.py +method=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare
+	$(PY) scripts/show_treerare.py $(DEMO)/treerare -n 1
+	$(PY) -m hoprag.compare $(DEMO)/standard_rag $(DEMO)/sc_rag_select $(DEMO)/prunerag --out $(DEMO)/compare
 
 # The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.
 train: $(STAMP)

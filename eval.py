@@ -8,7 +8,8 @@ Writes `predictions.jsonl` and `metrics.json` to the run directory and logs the 
 offline). Rerunning with the same `hydra.run.dir` resumes a killed run (or extends it to a larger `limit`);
 a rerun whose method, data files, LLM, retriever or metrics differ from the run's `run_fingerprint.json` is
 refused, naming the differing keys, before anything in the directory changes; `overwrite=true` starts
-afresh. Returns `optimized_metric` (default f1) for sweepers.
+afresh. Returns `optimized_metric` (default f1; a list for a multi-objective search; capped by `budget`) for
+sweepers: `python eval.py -m +hparams_search=<search>` (conf/hparams_search/).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from hoprag.config import check_config, register_resolvers
 from hoprag.data import QADataset
 from hoprag.evaluation.fingerprint import eval_fingerprint, save_hydra_files
+from hoprag.evaluation.objective import objective
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.evaluation.runner import PREDICTIONS, build, format_summary, method_name, refuse_mixing, require_method, run
 from hoprag.utils.loggers import log_run
@@ -59,8 +61,8 @@ def main(cfg: DictConfig) -> float:
         fingerprint=fingerprint,
     )
     print(format_summary(output_dir, show=cfg.show))
-    log_run(cfg.get("logger"), OmegaConf.to_container(cfg, resolve=True), metrics)
-    return metrics[cfg.optimized_metric]
+    log_run(cfg.get("logger"), OmegaConf.to_container(cfg, resolve=True), metrics, run_dir=output_dir)
+    return objective(metrics, cfg.optimized_metric, cfg.get("budget"))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,21 @@
-"""Compare finished `eval.py` runs: one table of quality and cost, and paired significance against a baseline.
+"""Compare finished `eval.py` and `train.py` runs: tables of quality and cost, paired significance against a
+baseline, and a self-contained HTML report with plots.
 
     python -m hoprag.compare <run dir | multirun dir | glob>... [--baseline RUN] [--out DIR] [--intersect]
 
 Each run is named by the Hydra overrides that set it apart from the others (`.hydra/overrides.yaml`), else by
-its directory. Runs that differ only by `seed=` collapse to one row of mean ± std. Every other run is tested
-against the baseline (the first run unless `--baseline` names one) over the questions both answered: a
-paired bootstrap CI of the mean difference and a sign-flip permutation p-value per metric (`hoprag.stats`);
-a seed group counts each question's mean over its seeds. Runs over different question sets are refused
-unless `--intersect` asks for the shared ones. `--out` gets `table.csv`, `significance.csv` and `report.md`;
-`build` returns the `Comparison` that any other rendering (an HTML report, plots) would start from.
+its directory. Runs that differ only by a seed (`seed=`, `model.datamodule.seed=`, any key named `seed`)
+collapse to one row of mean ± std. Every other eval run is tested against the baseline (the first unless
+`--baseline` names one) over the questions both answered: a paired bootstrap CI of the mean difference and a
+sign-flip permutation p-value per metric (`hoprag.stats`); a seed group counts each question's mean over its
+seeds. Runs over different question sets are refused unless `--intersect` asks for the shared ones.
+
+A train run (no metrics.json; `.hydra/config.yaml` and Lightning's `csv/version_*/metrics.csv`) is a row of
+the metric its checkpoint monitored (`model.monitor`, `model.mode`): its best value, that epoch, and the last
+one, read from the latest CSV log. Train runs have no per-question scores, so they are never paired-tested.
+
+`--out` gets `table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md`, and
+`report.html` (the tables and the plots of `hoprag.compare_plots`, inlined; matplotlib is imported there only).
 """
 
 from __future__ import annotations
@@ -23,31 +30,43 @@ import statistics
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import DictConfig, OmegaConf
 
+from hoprag.data.types import Passage
 from hoprag.evaluation.predictions import run_records
+from hoprag.metrics import answer_in_top_k, passage_hits, token_overlap_match
+from hoprag.metrics.retrieval import Match
 from hoprag.stats import RESAMPLES, PairedTest, paired_test
 
 log = logging.getLogger(__name__)
 
 METRICS = "metrics.json"
-SEED = re.compile(r"^[+~]*seed=")
+CONFIG = Path(".hydra") / "config.yaml"
+TRAIN_LOGS = "csv/version_*/metrics.csv"
+SEED = re.compile(r"^[+~]*(?:[\w-]+\.)*seed=")
+SECONDS = "cost/mean/seconds/total"
 RECALL = re.compile(r"^retrieval/(answer|passage)_recall(@\d+)?$")
 
 
 @dataclass(frozen=True)
 class Column:
     """A table column: its key in metrics.json, the matching per-question figure (None: not paired-testable),
-    its header, decimals, and the factor from the per-question figure to the metrics.json scale."""
+    its header, decimals, and the factor from the per-question figure to the metrics.json scale. A micro
+    average (Σ hits / Σ gold) names its `denominator` figure: the test then divides every question's figure by
+    that figure's mean over the shared questions (the same questions, so the same divisor in both runs),
+    which makes the mean of the scaled figures the micro average itself."""
 
     key: str
     per_question: str | None
     header: str
     digits: int
     scale: float = 1.0
+    denominator: str | None = None
 
 
 QUALITY = (
@@ -60,12 +79,20 @@ LATE_QUALITY = (
     Column("crag/acc", "crag/acc", "CRAG acc", 1, 100.0),
     Column("crag/score", "crag/score", "CRAG score", 1, 100.0),
 )
+TRAIN = (
+    Column("initial", None, "before training", 2),
+    Column("best", None, "best", 2),
+    Column("best_epoch", None, "best epoch", 1),
+    Column("last", None, "last", 2),
+    Column("epochs", None, "epochs", 1),
+)
 COST = (
     Column("cost/mean/llm_calls", "llm_calls", "LLM calls", 2),
     Column("cost/mean/prompt_tokens", "prompt_tokens", "prompt tok", 1),
     Column("cost/mean/completion_tokens", "completion_tokens", "compl. tok", 1),
     Column("cost/mean/retrieval_calls", "retrieval_calls", "retrievals", 2),
-    Column("cost/mean/seconds/total", "seconds", "s/question", 3),
+    Column("cost/mean/passages_read", "passages_read", "passages", 1),
+    Column(SECONDS, "seconds", "s/question", 3),
 )
 
 
@@ -73,53 +100,145 @@ class CompareError(ValueError):
     """Runs that cannot be compared as asked (missing, unfinished, or over different questions)."""
 
 
+def _overrides(path: Path) -> list[str]:
+    overrides_file = path / ".hydra" / "overrides.yaml"
+    return [str(o) for o in (yaml.safe_load(overrides_file.read_text()) or [])] if overrides_file.is_file() else []
+
+
+def _config(path: Path) -> DictConfig | None:
+    """The run's composed config (`.hydra/config.yaml`), None without one."""
+    return OmegaConf.load(path / CONFIG) if (path / CONFIG).is_file() else None  # type: ignore[return-value]
+
+
+def _setting(config: DictConfig | None, key: str, default: Any) -> Any:
+    value = None if config is None else OmegaConf.select(config, key, default=None)
+    return default if value is None else value
+
+
 @dataclass
-class Run:
-    """One finished eval run: its directory, overrides, metrics.json and (read on demand) per-question figures."""
+class RunDir:
+    """What every run shows in a table: its directory, Hydra overrides and the figures its row averages."""
 
     path: Path
     overrides: list[str]
-    info: dict[str, Any]
     metrics: dict[str, Any]
-    _per_question: dict[str, dict[str, float]] | None = field(default=None, repr=False)
-
-    @classmethod
-    def load(cls, path: Path) -> Run:
-        report = json.loads((path / METRICS).read_text())
-        overrides_file = path / ".hydra" / "overrides.yaml"
-        overrides = (yaml.safe_load(overrides_file.read_text()) or []) if overrides_file.is_file() else []
-        return cls(path, [str(o) for o in overrides], report["run"], report["metrics"])
 
     @property
     def label(self) -> str:
         """The directory's name, with its parent's for a multirun job (named 0, 1, ...)."""
         return f"{self.path.parent.name}/{self.path.name}" if self.path.name.isdigit() else self.path.name
 
+
+@dataclass
+class Run(RunDir):
+    """One finished eval run: metrics.json, the gold-passage match its scoring used, and (read on demand)
+    per-question figures."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+    match: Match | None = field(default=None, repr=False)
+    _per_question: dict[str, dict[str, float]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        report = json.loads((path / METRICS).read_text())
+        config = _config(path)
+        match = None
+        if _setting(config, "metrics.passage_match", "title") == "token_overlap":
+            match = partial(token_overlap_match, threshold=float(_setting(config, "metrics.overlap_threshold", 0.75)))
+        return cls(path, _overrides(path), report["metrics"], info=report["run"], match=match)
+
+    def retrieval_cuts(self) -> list[int | None]:
+        """The cut-offs of the run's recall metrics (None: the whole retrieved list); none without them."""
+        found = [RECALL.match(k) for k in self.metrics]
+        cuts = {int(m.group(2)[1:]) if m.group(2) else None for m in found if m}
+        return sorted(cuts, key=lambda k: -1 if k is None else k)
+
     def per_question(self) -> dict[str, dict[str, float]]:
-        """Question id -> the figures that pair across runs: answer scores and cost."""
+        """Question id -> the figures that pair across runs: answer scores, retrieval recall and cost."""
         if self._per_question is None:
             try:
                 records = run_records(self.path)
             except FileNotFoundError as e:
                 raise CompareError(f"{e}: paired tests read each question's scores from it") from e
-            self._per_question = {r["id"]: _figures(r) for r in records}
+            cuts = self.retrieval_cuts()
+            self._per_question = {r["id"]: _figures(r, cuts, self.match) for r in records}
         return self._per_question
 
 
-def _figures(record: dict[str, Any]) -> dict[str, float]:
+def _figures(record: dict[str, Any], cuts: Sequence[int | None] = (), match: Match | None = None) -> dict[str, float]:
     cost = record["cost"]
     figures = {k: float(v) for k, v in record["scores"].items()}
     figures.update({k: float(cost[k]) for k in ("llm_calls", "prompt_tokens", "completion_tokens", "retrieval_calls")})
+    if "passages_read" in cost:  # records written before it was counted lack it: that column is then not tested
+        figures["passages_read"] = float(cost["passages_read"])
     figures["seconds"] = float(sum(cost["seconds"].values()))
+    if cuts:
+        figures.update(_recall_figures(record, cuts, match))
+    return figures
+
+
+def _recall_figures(record: dict[str, Any], cuts: Sequence[int | None], match: Match | None) -> dict[str, float]:
+    """Per question, what the record's retrieval metrics average, scored as `MetricSuite` scores them (distinct
+    passages in reading order, cut at each k): gold passages found (`passage_hits@k`) out of `passage_gold`,
+    and whether a passage holds a gold answer (`answer_recall@k`)."""
+    first: dict[str, Passage] = {}
+    for p in record["retrieved"]:
+        first.setdefault(p["id"], Passage(p["id"], p["title"], p["text"], p.get("origin", "")))
+    passages = list(first.values())
+    texts = [p.contents for p in passages]
+    gold, retrieved = (
+        (record["gold_titles"], [p.title for p in passages]) if match is None else (record["gold_passages"], texts)
+    )
+    figures = {"passage_gold": float(len(set(gold)))}
+    for k in cuts:
+        at = "" if k is None else f"@{k}"
+        figures[f"passage_hits{at}"] = float(passage_hits(retrieved[:k], gold, match))
+        figures[f"answer_recall{at}"] = float(answer_in_top_k(texts, record["golds"], k))
     return figures
 
 
 @dataclass
+class TrainRun(RunDir):
+    """One `train.py` run: the metric its checkpoint monitored, that metric per validated epoch in its latest
+    Lightning CSV log (`curve`), and in `metrics` the row's figures: `best` (by `mode`), `best_epoch` (the
+    first epoch reaching it, the one the checkpoint keeps), `last`, `epochs`, and `initial` when a validation
+    ran before the first epoch (a row with no epoch)."""
+
+    monitor: str = ""
+    mode: str = "max"
+    curve: list[tuple[int, float]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> TrainRun:
+        config = _config(path)
+        monitor = _setting(config, "model.monitor", None) or _setting(config, "optimized_metric", None)
+        if not monitor:
+            raise CompareError(f"{path / CONFIG} names no model.monitor nor optimized_metric to report")
+        mode = str(_setting(config, "model.mode", "max"))
+        if mode not in ("max", "min"):
+            raise CompareError(f"{path / CONFIG}: model.mode must be max or min, not {mode!r}")
+        logs = sorted(path.glob(TRAIN_LOGS), key=_natural)
+        with open(logs[-1], newline="", encoding="utf-8") as f:
+            rows = [r for r in csv.DictReader(f) if r.get(monitor)]
+        by_epoch = {int(r["epoch"]): float(r[monitor]) for r in rows if r.get("epoch")}  # the epoch's last value
+        if not by_epoch:
+            raise CompareError(f"{logs[-1]} holds no epoch's {monitor} yet")
+        curve = sorted(by_epoch.items())
+        best_epoch, best = (max if mode == "max" else min)(curve, key=lambda point: point[1])
+        metrics = {"best": best, "best_epoch": best_epoch, "last": curve[-1][1], "epochs": len(curve)}
+        initial = [float(r[monitor]) for r in rows if not r.get("epoch")]
+        if initial:
+            metrics["initial"] = initial[0]
+        return cls(path, _overrides(path), metrics, monitor=str(monitor), mode=mode, curve=curve)
+
+
+@dataclass
 class Group:
-    """Runs that differ only by seed (or a single run), shown as one row."""
+    """Runs that differ only by seed (or a single run), shown as one row: all eval runs (`Run`) or all train
+    runs (`TrainRun`)."""
 
     name: str
-    runs: list[Run]
+    runs: list[Any]
 
     def values(self, key: str) -> list[float]:
         return [float(r.metrics[key]) for r in self.runs if key in r.metrics]
@@ -153,11 +272,14 @@ class Significance:
 
 @dataclass
 class Comparison:
+    """Eval groups with their columns and tests against `baseline` (None without eval runs), and train groups."""
+
     groups: list[Group]
-    baseline: Group
+    baseline: Group | None
     columns: list[Column]
     significance: list[Significance]
     resamples: int
+    train: list[Group] = field(default_factory=list)
 
 
 # -- finding runs ------------------------------------------------------------------------------------------------
@@ -167,11 +289,20 @@ def _natural(path: Path) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
+def is_train_run(path: Path) -> bool:
+    """A `train.py` run: no metrics.json, but a composed config and a Lightning CSV log."""
+    return not (path / METRICS).is_file() and (path / CONFIG).is_file() and any(path.glob(TRAIN_LOGS))
+
+
+def _finished(path: Path) -> bool:
+    return (path / METRICS).is_file() or is_train_run(path)
+
+
 def _jobs(folder: Path) -> list[Path]:
     """The finished runs directly under a multirun folder, in job order (unfinished ones skipped, with a word)."""
     jobs = []
     for sub in sorted((d for d in folder.iterdir() if d.is_dir()), key=_natural):
-        if (sub / METRICS).is_file():
+        if _finished(sub):
             jobs.append(sub)
         elif (sub / "predictions.jsonl").is_file():
             log.warning("skipping %s: no %s (the run has not finished)", sub, METRICS)
@@ -179,7 +310,8 @@ def _jobs(folder: Path) -> list[Path]:
 
 
 def find_runs(args: Iterable[str]) -> list[Path]:
-    """The run directories that `args` name: run directories, multirun directories, or glob patterns."""
+    """The eval and train run directories that `args` name: run directories, multirun directories, or glob
+    patterns."""
     found: list[Path] = []
     for arg in args:
         path = Path(arg)
@@ -188,24 +320,25 @@ def find_runs(args: Iterable[str]) -> list[Path]:
         if not matches:
             raise CompareError(f"{arg}: no run directory, multirun directory or glob match")
         for match in matches:
-            if (match / METRICS).is_file():
+            if _finished(match):
                 found.append(match)
             elif match.is_dir() and (jobs := _jobs(match)):
                 found.extend(jobs)
             elif explicit:
-                what = "has not finished" if (match / "predictions.jsonl").is_file() else "is not an eval run"
-                raise CompareError(f"{match} {what}: no {METRICS} in it or in its job folders")
+                what = "has not finished" if (match / "predictions.jsonl").is_file() else "is not an eval or train run"
+                raise CompareError(f"{match} {what}: no {METRICS} nor {TRAIN_LOGS} in it or in its job folders")
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
-        raise CompareError(f"no finished eval runs in {' '.join(args)}")
+        raise CompareError(f"no finished eval or train runs in {' '.join(args)}")
     return unique
 
 
 # -- naming and grouping -----------------------------------------------------------------------------------------
 
 
-def group_runs(runs: Sequence[Run]) -> list[Group]:
-    """Collapse runs that differ only by `seed=`; name each group by the overrides no other run shares."""
+def group_runs(runs: Sequence[RunDir]) -> list[Group]:
+    """Collapse runs that differ only by a seed (`SEED`); name each group by the overrides no other group shares
+    (a lone group by all of its own)."""
     settings = [[o for o in r.overrides if not SEED.match(o)] for r in runs]
     common = set.intersection(*(set(s) for s in settings))
     groups: dict[Any, list[int]] = {}
@@ -215,7 +348,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     named = []
     for members in groups.values():
         own = settings[members[0]]
-        name = ",".join(o for o in own if o not in common) or (",".join(own) if len(runs) == 1 else "")
+        name = ",".join(o for o in own if o not in common) or (",".join(own) if len(groups) == 1 else "")
         named.append(Group(name or runs[members[0]].label, [runs[i] for i in members]))
     counts: dict[str, int] = {}
     for g in named:
@@ -243,10 +376,21 @@ def pick_baseline(groups: Sequence[Group], baseline: str | None) -> Group:
 
 
 def table_columns(groups: Sequence[Group]) -> list[Column]:
-    """The quality and cost columns that at least one run reports, recall metrics in the order runs list them."""
-    present = dict.fromkeys(k for g in groups for r in g.runs for k in r.metrics)
-    recall = [Column(k, None, k.removeprefix("retrieval/"), 1) for k in present if RECALL.match(k)]
+    """The quality and cost columns that at least one run reports nonzero (a retrieval-only run's F1 and LLM
+    calls are 0 and say nothing; time is always shown), recall metrics in the order runs list them."""
+    present = dict.fromkeys(k for g in groups for r in g.runs for k, v in r.metrics.items() if v or k == SECONDS)
+    recall = [_recall_column(k) for k in present if RECALL.match(k)]
     return [c for c in (*QUALITY, *recall, *LATE_QUALITY, *COST) if c.key in present]
+
+
+def _recall_column(key: str) -> Column:
+    """Answer recall is a mean over questions; passage recall is micro: Σ hits / Σ gold (see `Column`)."""
+    kind, at = RECALL.match(key).groups()  # type: ignore[union-attr]
+    at = at or ""
+    header = key.removeprefix("retrieval/")
+    if kind == "answer":
+        return Column(key, f"answer_recall{at}", header, 1, 100.0)
+    return Column(key, f"passage_hits{at}", header, 1, 100.0, denominator="passage_gold")
 
 
 def shared_questions(group: Group, baseline: Group, intersect: bool) -> list[str]:
@@ -263,6 +407,15 @@ def shared_questions(group: Group, baseline: Group, intersect: bool) -> list[str
     return shared
 
 
+def _scale(column: Column, baseline: Group, ids: Sequence[str]) -> float | None:
+    """The factor from the per-question figure to the metric (None: no question has a denominator)."""
+    if column.denominator is None:
+        return column.scale
+    sizes = baseline.figure(column.denominator, ids)
+    mean = statistics.fmean(sizes) if sizes else 0.0
+    return column.scale / mean if mean > 0 else None
+
+
 def build(
     args: Iterable[str],
     baseline: str | None = None,
@@ -270,8 +423,15 @@ def build(
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> Comparison:
-    """Find the runs, group them, and test every group against the baseline on each paired metric."""
-    groups = group_runs([Run.load(p) for p in find_runs(args)])
+    """Find the runs, group eval and train runs apart, and test every eval group against the baseline on each
+    paired metric."""
+    paths = find_runs(args)
+    evals = [Run.load(p) for p in paths if not is_train_run(p)]
+    trains = [TrainRun.load(p) for p in paths if is_train_run(p)]
+    groups = group_runs(evals) if evals else []
+    train = group_runs(trains) if trains else []
+    if not groups:
+        return Comparison([], None, [], [], resamples, train)
     base = pick_baseline(groups, baseline)
     columns = table_columns(groups)
     tests = []
@@ -283,11 +443,12 @@ def build(
             if column.per_question is None:
                 continue
             a, b = base.figure(column.per_question, ids), group.figure(column.per_question, ids)
-            if a is None or b is None:
+            scale = _scale(column, base, ids)
+            if a is None or b is None or scale is None:
                 continue
-            a, b = [x * column.scale for x in a], [x * column.scale for x in b]
+            a, b = [x * scale for x in a], [x * scale for x in b]
             tests.append(Significance(group.name, column, paired_test(a, b, resamples=resamples, seed=seed)))
-    return Comparison(groups, base, columns, tests, resamples)
+    return Comparison(groups, base, columns, tests, resamples, train)
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -323,15 +484,52 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown_table(comparison: Comparison) -> str:
+def cell_text(row: dict[str, str], column: Column) -> str:
+    """A table cell as shown: mean ± std, the mean alone for one run, "–" when no run reports it."""
+    return f"{row[column.key]} ± {row[column.key + '_std']}" if row[column.key + "_std"] else row[column.key] or "–"
+
+
+def table_header(comparison: Comparison) -> list[str]:
     seeded = any(len(g.runs) > 1 for g in comparison.groups)
-    header = ["run", *(["runs"] if seeded else []), "n", *(c.header for c in comparison.columns)]
-    body = []
-    for row in table_rows(comparison):
-        cells = [f"{row[c.key]} ± {row[c.key + '_std']}" if row[c.key + "_std"] else row[c.key] or "–"
-                 for c in comparison.columns]  # fmt: skip
-        body.append([row["run"], *([row["runs"]] if seeded else []), row["n"], *cells])
-    return _markdown(header, body)
+    return ["run", *(["runs"] if seeded else []), "n", *(c.header for c in comparison.columns)]
+
+
+def table_cells(comparison: Comparison) -> list[list[str]]:
+    seeded = any(len(g.runs) > 1 for g in comparison.groups)
+    return [[row["run"], *([row["runs"]] if seeded else []), row["n"], *(cell_text(row, c) for c in comparison.columns)]
+            for row in table_rows(comparison)]  # fmt: skip
+
+
+def markdown_table(comparison: Comparison) -> str:
+    return _markdown(table_header(comparison), table_cells(comparison))
+
+
+TRAIN_NOTE = "Train runs are not paired-tested: their logs hold no per-question scores."
+
+
+def train_columns(comparison: Comparison) -> list[Column]:
+    return [c for c in TRAIN if any(c.key in r.metrics for g in comparison.train for r in g.runs)]
+
+
+def train_rows(comparison: Comparison) -> list[dict[str, str]]:
+    """One row per train group: run, runs, the monitored metric and its mode, then each figure's mean and std."""
+    rows = []
+    for g in comparison.train:
+        monitors = dict.fromkeys(f"{r.monitor} ({r.mode})" for r in g.runs)
+        row = {"run": g.name, "runs": str(len(g.runs)), "metric": ", ".join(monitors)}
+        for c in train_columns(comparison):
+            row[c.key], row[f"{c.key}_std"] = _cell(g.values(c.key), c.digits)
+        rows.append(row)
+    return rows
+
+
+def train_header(comparison: Comparison) -> list[str]:
+    return ["run", "runs", "metric", *(c.header for c in train_columns(comparison))]
+
+
+def train_cells(comparison: Comparison) -> list[list[str]]:
+    columns = train_columns(comparison)
+    return [[r["run"], r["runs"], r["metric"], *(cell_text(r, c) for c in columns)] for r in train_rows(comparison)]
 
 
 def significance_rows(comparison: Comparison) -> list[dict[str, str]]:
@@ -360,7 +558,11 @@ def markdown_significance(comparison: Comparison) -> str:
 
 
 def report(comparison: Comparison) -> str:
-    return markdown_table(comparison) + "\n\n" + markdown_significance(comparison) + "\n"
+    parts = [markdown_table(comparison), markdown_significance(comparison)] if comparison.groups else []
+    if comparison.train:
+        parts += ["Train runs: the monitored metric's best value, its epoch, and the last value. " + TRAIN_NOTE,
+                  _markdown(train_header(comparison), train_cells(comparison))]  # fmt: skip
+    return "\n\n".join(parts) + "\n"
 
 
 def _write_csv(path: Path, rows: list[dict[str, str]]) -> None:
@@ -371,18 +573,25 @@ def _write_csv(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def write(comparison: Comparison, out: Path) -> None:
-    """`table.csv`, `significance.csv` and `report.md` into `out`."""
+    """`table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md` and `report.html`
+    into `out`."""
+    from hoprag.compare_html import html_report  # matplotlib is imported for the report only
+
     out.mkdir(parents=True, exist_ok=True)
-    _write_csv(out / "table.csv", table_rows(comparison))
-    _write_csv(out / "significance.csv", significance_rows(comparison))
+    if comparison.groups:
+        _write_csv(out / "table.csv", table_rows(comparison))
+        _write_csv(out / "significance.csv", significance_rows(comparison))
+    if comparison.train:
+        _write_csv(out / "train.csv", train_rows(comparison))
     (out / "report.md").write_text(report(comparison), encoding="utf-8")
+    (out / "report.html").write_text(html_report(comparison), encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hoprag.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="eval run directories, multirun directories or glob patterns")
+    parser.add_argument("runs", nargs="+", help="eval or train run directories, multirun directories or globs")
     parser.add_argument("--baseline", help="the run the others are tested against (default: the first)")
-    parser.add_argument("--out", type=Path, help="folder for table.csv, significance.csv and report.md")
+    parser.add_argument("--out", type=Path, help="folder for the CSV tables, report.md and report.html")
     parser.add_argument("--intersect", action="store_true", help="compare runs over their shared questions")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap and permutation resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")

@@ -75,9 +75,14 @@ EXEMPT = frozenset({"save_top_k", "rrf_k"})
 
 
 def register_resolvers() -> None:
-    """`${hoprag_root:}` → the checkout, so paths never depend on the working directory."""
+    """`${hoprag_root:}` → the checkout, so paths never depend on the working directory; `${wandb_run:...}` → a
+    wandb run's name, group and tags from its Hydra job (hoprag.utils.loggers.wandb_run)."""
     if not OmegaConf.has_resolver("hoprag_root"):
         OmegaConf.register_new_resolver("hoprag_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("wandb_run"):
+        from hoprag.utils.loggers import wandb_run  # here: that module imports this one
+
+        OmegaConf.register_new_resolver("wandb_run", wandb_run)
 
 
 def check_config(cfg: DictConfig) -> None:

@@ -1,17 +1,21 @@
 """`python -m hoprag.compare` over real eval run directories (made by the runner on a scripted LLM): the table,
-seed collapse, paired significance, question-set refusals, and the ways runs are named on the command line."""
+seed collapse, paired significance, question-set refusals, and the ways runs are named on the command line;
+over hand-written retrieval records (per-question passage recall) and train run directories (Lightning CSV
+logs); and the self-contained HTML report."""
 
 from __future__ import annotations
 
 import csv
 import itertools
+import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hoprag.compare import CompareError, build, find_runs, main, markdown_table, table_rows
+from hoprag.compare import CompareError, TrainRun, build, find_runs, main, markdown_table, table_rows
 from hoprag.data.types import QAExample
 from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
@@ -44,12 +48,12 @@ def test_the_table_holds_each_runs_quality_and_cost_named_by_its_own_overrides(t
     assert [(r["n"], r["em"], r["f1"], r["acc"]) for r in rows] == [("50", "80.0", "80.0", "80.0"),
                                                                      ("50", "20.0", "20.0", "20.0")]  # fmt: skip
     for row, metrics in zip(rows, (a, b)):
-        assert row["cost/mean/llm_calls"] == "1.00" and row["cost/mean/retrieval_calls"] == "0.00"
+        assert row["cost/mean/llm_calls"] == "1.00" and "cost/mean/retrieval_calls" not in row  # 0 in every run
         assert float(row["cost/mean/prompt_tokens"]) == metrics["cost/mean/prompt_tokens"] > 0
         assert row["cost/mean/completion_tokens"] == "1.0" and row["em_std"] == ""
         assert float(row["cost/mean/seconds/total"]) == pytest.approx(metrics["cost/mean/seconds/total"], abs=1e-3)
     printed = capsys.readouterr().out
-    assert "| run | n | EM | F1 | Acc | LLM calls | prompt tok | compl. tok | retrievals | s/question |" in printed
+    assert "| run | n | EM | F1 | Acc | LLM calls | prompt tok | compl. tok | s/question |" in printed
     assert "| +method=a | 50 | 80.0 | 80.0 | 80.0 | 1.00 |" in printed
     assert (tmp_path / "out" / "report.md").read_text() in printed
 
@@ -165,3 +169,146 @@ def test_the_bootstrap_interval_covers_the_mean_and_is_seeded():
     assert paired_test(a, b, resamples=2000, seed=3) == test
     with pytest.raises(ValueError, match="one length"):
         paired_test([1.0], [1.0, 2.0])
+
+
+def test_the_html_report_is_self_contained_with_the_table_the_tests_and_plots(tmp_path):
+    eval_run(tmp_path / "a", range(40), ["+method=a"], n=20)
+    eval_run(tmp_path / "b", range(5), ["+method=b", "+note=<i>"], n=20)
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "out"), "--resamples", "200"]) == 0
+
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 1  # the quality/cost plot
+    assert not re.search(r"(src|href)\s*=\s*[\"'](?!data:)", page) and "<script" not in page and "<link" not in page
+    assert "+method=b,+note=&lt;i&gt;" in page and "<i>" not in page  # names are escaped
+    assert "<td>+method=b,+note=&lt;i&gt;</td><td>EM</td><td>20</td>" in page  # the shared questions per test
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {
+        "table.csv",
+        "significance.csv",
+        "report.md",
+        "report.html",
+    }
+
+
+def text(title: str) -> str:
+    return f"{title} {title}1 {title}2 {title}3 story"  # shares 1 token in 5 with another title's text
+
+
+def record(i: int, gold: Sequence[str], titles: Sequence[str], answer: str = "x") -> dict:
+    """A prediction record (as the runner writes it) retrieving passages titled `titles` for gold titles `gold`."""
+    cost = {
+        "llm_calls": 1,
+        "prompt_tokens": 10,
+        "completion_tokens": 1,
+        "retrieval_calls": 1,
+        "seconds": {"answer": 0.1},
+    }
+    retrieved = [{"id": f"p-{t}", "title": t, "text": text(t)} for t in titles]
+    return {"id": f"q{i}", "method": "m", "question": f"q{i}?", "prediction": "", "golds": [answer],
+            "gold_titles": list(gold), "gold_passages": [text(t) for t in gold], "retrieved": retrieved,
+            "parse_failed": False, "scores": {"em": 0.0}, "cost": cost, "stats": {}, "trace": None}  # fmt: skip
+
+
+def retrieval_run(path: Path, records: Sequence[dict], metrics: dict, overrides: Sequence[str], match: str = "title"):
+    (path / ".hydra").mkdir(parents=True)
+    (path / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (path / ".hydra" / "config.yaml").write_text(f"metrics:\n  passage_match: {match}\n  overlap_threshold: 0.75\n")
+    (path / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (path / "metrics.json").write_text(
+        json.dumps({"run": {"n": len(records)}, "metrics": {"n": len(records), **metrics}})
+    )
+
+
+def test_passage_recall_is_paired_tested_as_the_micro_average_of_the_records(tmp_path):
+    gold = [["A", "B"], ["C", "D", "E"], ["F", "G"], []]  # the last question has no gold: counts in neither sum
+    base = [["A", "X", "B"], ["Y"], ["F"], ["Z"]]  # 3 of 7 gold found in all; 2 of 7 in the first passage
+    better = [["A", "B"], ["C", "D", "Y"], ["F", "G"], ["F", "Z"]]  # 6 of 7; @1 3 of 7
+    keys = ["retrieval/passage_recall", "retrieval/passage_recall@1", "retrieval/answer_recall@1"]
+    for name, titles, values in (("base", base, (42.9, 28.6, 25.0)), ("better", better, (85.7, 42.9, 50.0))):
+        records = [record(i, g, t, answer="F") for i, (g, t) in enumerate(zip(gold, titles))]
+        retrieval_run(tmp_path / name, records, dict(zip(keys, values)), [f"+method={name}"])
+    tests = {
+        s.column.key: s.test
+        for s in build([str(tmp_path / "base"), str(tmp_path / "better")], resamples=200).significance
+    }
+    assert (tests["retrieval/passage_recall"].mean_a, tests["retrieval/passage_recall"].mean_b) == pytest.approx(
+        (300 / 7, 600 / 7)
+    )
+    assert tests["retrieval/passage_recall"].n == 4
+    assert tests["retrieval/passage_recall@1"].diff == pytest.approx(100 / 7)
+    at1 = tests["retrieval/answer_recall@1"]  # the share of questions whose first passage holds the answer 'F'
+    assert (at1.mean_a, at1.mean_b) == (25.0, 50.0)
+
+
+def test_token_overlap_runs_match_gold_passages_by_text(tmp_path):
+    for name, titles, recall in (("t", [["A", "C"], ["X"]], 33.3), ("u", [["A", "B"], ["D"]], 100.0)):
+        records = [record(i, g, t) for i, (g, t) in enumerate(zip([["A", "B"], ["D"]], titles))]
+        for r in records:  # titles that match no gold title: only the texts can match
+            r["retrieved"] = [{**p, "title": p["title"] + " (film)"} for p in r["retrieved"]]
+        retrieval_run(tmp_path / name, records, {"retrieval/passage_recall": recall}, [f"+m={name}"], "token_overlap")
+    test = build([str(tmp_path / "t"), str(tmp_path / "u")], resamples=100).significance
+    recall = next(s.test for s in test if s.column.key == "retrieval/passage_recall")
+    assert (recall.mean_a, recall.mean_b) == pytest.approx((100 / 3, 100.0))
+
+
+def train_run(path: Path, monitored: Sequence[float | None], overrides: Sequence[str], mode: str | None = "max",
+              initial: float | None = None) -> Path:  # fmt: skip
+    """A train.py run directory whose latest CSV log has `monitored[e]` as epoch e's validation value (a train
+    row between), an older log version that must be ignored, and a config naming the monitor."""
+    (path / ".hydra").mkdir(parents=True)
+    (path / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    model = "model:\n  monitor: ${optimized_metric}\n" + (f"  mode: {mode}\n" if mode else "")
+    (path / ".hydra" / "config.yaml").write_text("optimized_metric: val/acc\n" + model)
+    lines = ["epoch,step,train/loss,val/acc"] + ([f",0,,{initial}"] if initial is not None else [])
+    for epoch, value in enumerate(monitored):
+        lines += [f"{epoch},{10 * epoch + 5},1.5,", f"{epoch},{10 * epoch + 9},,{'' if value is None else value}"]
+    for version, text in (("version_0", "epoch,step,val/acc\n0,1,99.0\n"), ("version_1", "\n".join(lines) + "\n")):
+        (path / "csv" / version).mkdir(parents=True)
+        (path / "csv" / version / "metrics.csv").write_text(text)
+    return path
+
+
+def test_a_train_run_reports_the_best_monitored_value_its_epoch_and_the_last(tmp_path):
+    best = TrainRun.load(train_run(tmp_path / "max", [50.0, 55.0, 55.0, 52.0], [], initial=40.0))
+    assert (best.monitor, best.mode) == ("val/acc", "max")  # interpolated from optimized_metric
+    assert best.metrics == {"best": 55.0, "best_epoch": 1, "last": 52.0, "epochs": 4, "initial": 40.0}
+    assert best.curve == [(0, 50.0), (1, 55.0), (2, 55.0), (3, 52.0)]
+    low = TrainRun.load(train_run(tmp_path / "min", [3.0, 1.0, None, 2.0], [], mode="min"))
+    assert low.metrics == {"best": 1.0, "best_epoch": 1, "last": 2.0, "epochs": 3}
+    assert TrainRun.load(train_run(tmp_path / "default", [1.0, 2.0], [], mode=None)).metrics["best"] == 2.0
+
+
+def test_train_seeds_collapse_and_eval_and_train_runs_get_separate_tables(tmp_path, capsys):
+    for seed, curve in ((1, [50.0, 60.0]), (2, [70.0, 40.0])):
+        train_run(tmp_path / "cv" / str(seed - 1), curve, ["+model=treehop", f"model.datamodule.seed={seed}"])
+    eval_run(tmp_path / "a", range(5), ["+method=a"], n=10)
+    eval_run(tmp_path / "b", range(8), ["+method=b"], n=10)
+    out = tmp_path / "out"
+    assert (
+        main([str(tmp_path / "cv"), str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--resamples", "100"])
+        == 0
+    )
+
+    printed = capsys.readouterr().out
+    assert "| +method=b | 10 | 80.0 |" in printed  # the eval table and its tests, as before
+    assert "Train runs are not paired-tested" in printed
+    assert "| +model=treehop | 2 | val/acc (max) | 65.00 ± 7.07 | 0.5 ± 0.7 | 50.00 ± 14.14 | 2.0 ± 0.0 |" in printed
+    with open(out / "train.csv", newline="") as f:
+        assert [(r["run"], r["best"], r["best_std"]) for r in csv.DictReader(f)] == [
+            ("+model=treehop", "65.00", "7.07")
+        ]
+    with open(out / "significance.csv", newline="") as f:
+        assert {r["run"] for r in csv.DictReader(f)} == {"+method=b"}  # no train run is tested
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "<h2>Train runs</h2>" in page  # quality/cost, curves
+
+
+def test_train_runs_alone_write_no_eval_table(tmp_path):
+    train_run(tmp_path / "r", [1.0], ["+model=treehop"])
+    comparison = build([str(tmp_path / "r")], baseline="anything")
+    assert (comparison.groups, comparison.baseline, [g.name for g in comparison.train]) == (
+        [],
+        None,
+        ["+model=treehop"],
+    )
+    assert main([str(tmp_path / "r"), "--out", str(tmp_path / "out")]) == 0
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"train.csv", "report.md", "report.html"}

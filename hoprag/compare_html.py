@@ -1,0 +1,93 @@
+"""`hoprag.compare`'s report as one self-contained HTML page: the tables, the paired tests, and the plots of
+`hoprag.compare_plots` inlined as base64 PNGs (no external CSS, script or image, so the file can be mailed or
+archived alone)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from html import escape
+
+from hoprag import compare_plots
+from hoprag.compare import (
+    TRAIN_NOTE,
+    Comparison,
+    significance_rows,
+    table_cells,
+    table_header,
+    train_cells,
+    train_header,
+)
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f3f3f3; }
+figure { display: inline-block; margin: 0.5em 1em 0.5em 0; }
+figcaption { font-size: 0.85em; color: #555; }
+"""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(png: bytes | None, caption: str) -> str:
+    if png is None:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<figure><img src="data:image/png;base64,{data}" alt="{escape(caption)}"><figcaption>{escape(caption)}</figcaption></figure>'
+
+
+def _significance(comparison: Comparison) -> str:
+    baseline = escape(comparison.baseline.name)  # type: ignore[union-attr]  # eval runs have a baseline
+    if not comparison.significance:
+        return f"<p>No run to test against the baseline <code>{baseline}</code>.</p>"
+    level = round(100 * comparison.significance[0].test.level)
+    intro = (f"Paired against the baseline <code>{baseline}</code> over the questions both "
+             f"answered (<em>shared</em>): bootstrap {level}% CI of the difference and sign-flip permutation p "
+             f"({comparison.resamples} resamples).")  # fmt: skip
+    header = ["run", "metric", "shared", "baseline", "run value", "Δ", f"{level}% CI", "p"]
+    rows = [[r["run"], s.column.header, r["shared"], r["baseline"], r["value"], r["diff"],
+             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]]
+            for s, r in zip(comparison.significance, significance_rows(comparison))]  # fmt: skip
+    return f"<p>{intro}</p>" + _table(header, rows)
+
+
+def html_report(comparison: Comparison) -> str:
+    """The whole page."""
+    parts = []
+    if comparison.groups:
+        quality = getattr(compare_plots.quality_column(comparison), "header", "")
+        cost = getattr(compare_plots.cost_column(comparison), "header", "")
+        found = compare_plots.sweep(comparison.groups)
+        swept = found.key if found else ", ".join(compare_plots.swept_keys(comparison.groups))
+        plots = [
+            _figure(compare_plots.quality_cost_plot(comparison),
+                    f"{quality} against {cost}: the Pareto front dashed, its runs in red"),
+            _figure(compare_plots.sweep_plot(comparison), f"{quality} against {swept}"),
+            _figure(compare_plots.hop_plot(comparison), "TreeHop: micro passage recall by hop"),
+        ]  # fmt: skip
+        parts += [
+            "<h2>Eval runs</h2>",
+            _table(table_header(comparison), table_cells(comparison)),
+            "<h3>Paired tests</h3>",
+            _significance(comparison),
+            *(["<h3>Plots</h3>", *plots] if any(plots) else []),
+        ]
+    if comparison.train:
+        parts += [
+            "<h2>Train runs</h2>",
+            f"<p>The monitored metric's best value (by its mode), its epoch, and the last value. {escape(TRAIN_NOTE)}</p>",
+            _table(train_header(comparison), train_cells(comparison)),
+            _figure(compare_plots.train_plot(comparison), "Monitored metric per epoch (stars: best epoch)"),
+        ]
+    body = "\n".join(p for p in parts if p)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hoprag comparison</title>'
+        f"<style>{STYLE}</style></head>\n<body><h1>hoprag comparison</h1>\n{body}\n</body></html>\n"
+    )
