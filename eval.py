@@ -61,7 +61,8 @@ def main(cfg: DictConfig) -> float:
         fingerprint=fingerprint,
     )
     print(format_summary(output_dir, show=cfg.show))
-    log_run(cfg.get("logger"), OmegaConf.to_container(cfg, resolve=True), metrics, run_dir=output_dir)
+    predictions = PredictionFile(output_dir / PREDICTIONS).records
+    log_run(cfg.get("logger"), OmegaConf.to_container(cfg, resolve=True), metrics, predictions=predictions)
     return objective(metrics, cfg.optimized_metric, cfg.get("budget"))
 
 

@@ -23,9 +23,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE, select_settings
+from hoprag.config import select_settings
 from hoprag.data.fetch import ensure_file
 from hoprag.paths import data_root
+from hoprag.utils.run_control import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
 
 FINGERPRINT = "run_fingerprint.json"
 ABSENT = "<absent>"

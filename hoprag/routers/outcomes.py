@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hoprag.config import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE, plain, select_settings
+from hoprag.config import plain, select_settings
 from hoprag.cost import Cost
 from hoprag.data.records import DataFormatError
 from hoprag.data.types import QAExample
 from hoprag.metrics.crag import CORRECT, HALLUCINATION, MISSING, Judge, crag_golds, crag_outcomes
 from hoprag.routers.labels import CRAG_PRIORITY, outcome_labels
+from hoprag.utils.run_control import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,6 @@ method / data / model, and an evaluation's predictions logged as a Table."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatch
@@ -18,8 +17,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import RUN_CONTROL_ANYWHERE
-from hoprag.evaluation.predictions import PredictionFile
+from hoprag.utils.run_control import RUN_CONTROL_ANYWHERE
 
 # Overrides that say where a job writes, what it shows or how fast it goes, not what it computes: left out of run
 # names. UNNAMED_ROOTS by their first key, RUN_CONTROL_ANYWHERE at any depth.
@@ -102,11 +100,11 @@ def predictions_table(records: Iterable[Mapping[str, Any]]) -> tuple[list[str], 
     return ["id", "question", "prediction", "golds", *scores], rows
 
 
-def log_predictions(run: Any, run_dir: Path, metrics: Mapping[str, float]) -> None:
-    """The run dir's predictions.jsonl as a wandb Table, in a `predictions` artifact (the metrics as its metadata)
+def log_predictions(run: Any, records: Sequence[Mapping[str, Any]], metrics: Mapping[str, float]) -> None:
+    """The run's prediction records as a wandb Table, in a `predictions` artifact (the metrics as its metadata)
     and in the run's history (so the workspace compares runs question by question)."""
     wandb = sys.modules["wandb"]
-    columns, rows = predictions_table(PredictionFile(run_dir / "predictions.jsonl").records)
+    columns, rows = predictions_table(records)
     table = wandb.Table(columns=columns, data=rows)
     artifact = wandb.Artifact(f"predictions-{run.id}", type="predictions", metadata=dict(metrics))
     artifact.add(table, "predictions")
@@ -118,10 +116,10 @@ def log_run(
     logger_cfgs: Mapping | None,
     hparams: dict[str, Any],
     metrics: dict[str, float],
-    run_dir: str | os.PathLike | None = None,
+    predictions: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
     """Log one evaluation's config and metrics to every configured logger, then close them; a wandb run also
-    gets `run_dir`'s predictions (`log_predictions`).
+    gets the `predictions` records (`log_predictions`).
 
     wandb runs are finished explicitly, so that each Hydra job of a multirun is its own wandb run.
     """
@@ -131,8 +129,8 @@ def log_run(
         logger = instantiate(logger_cfg)
         logger.log_hyperparams(hparams)
         logger.log_metrics(metrics)
-        if run_dir is not None and isinstance(logger, WandbLogger):
-            log_predictions(logger.experiment, Path(run_dir), metrics)
+        if predictions is not None and isinstance(logger, WandbLogger):
+            log_predictions(logger.experiment, predictions, metrics)
         logger.finalize("success")
     if "wandb" in sys.modules:
         sys.modules["wandb"].finish()

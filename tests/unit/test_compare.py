@@ -186,7 +186,9 @@ def test_the_html_report_is_self_contained_with_the_table_the_tests_and_plots(tm
         "significance.csv",
         "report.md",
         "report.html",
+        "quality_cost.png",  # the inlined plot, also as a file (for a paper or a README)
     }
+    assert (tmp_path / "out" / "quality_cost.png").read_bytes().startswith(b"\x89PNG")
 
 
 def text(title: str) -> str:
@@ -311,4 +313,4 @@ def test_train_runs_alone_write_no_eval_table(tmp_path):
         ["+model=treehop"],
     )
     assert main([str(tmp_path / "r"), "--out", str(tmp_path / "out")]) == 0
-    assert {p.name for p in (tmp_path / "out").iterdir()} == {"train.csv", "report.md", "report.html"}
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"train.csv", "report.md", "report.html", "train.png"}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hoprag.compare import Comparison, Group, RunDir, TrainRun, table_columns
-from hoprag.compare_plots import (
+from hoprag.compare.plots import (
     Sweep,
     cost_column,
     hop_curves,
@@ -111,5 +111,5 @@ def test_importing_the_comparison_does_not_import_matplotlib():
     import subprocess
     import sys
 
-    code = "import sys, hoprag.compare, hoprag.compare_plots; print('matplotlib' in sys.modules)"
+    code = "import sys, hoprag.compare, hoprag.compare.plots; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -15,7 +15,7 @@ the metric its checkpoint monitored (`model.monitor`, `model.mode`): its best va
 one, read from the latest CSV log. Train runs have no per-question scores, so they are never paired-tested.
 
 `--out` gets `table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md`, and
-`report.html` (the tables and the plots of `hoprag.compare_plots`, inlined; matplotlib is imported there only).
+`report.html` (the tables and the plots of `hoprag.compare.plots`, inlined; matplotlib is imported there only).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import json
 import logging
 import re
 import statistics
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -573,9 +572,9 @@ def _write_csv(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def write(comparison: Comparison, out: Path) -> None:
-    """`table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md` and `report.html`
-    into `out`."""
-    from hoprag.compare_html import html_report  # matplotlib is imported for the report only
+    """`table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md`, `report.html` and
+    each plot as `<name>.png` (for papers and READMEs) into `out`."""
+    from hoprag.compare.page import figures, html_report  # matplotlib is imported for the report only
 
     out.mkdir(parents=True, exist_ok=True)
     if comparison.groups:
@@ -584,7 +583,10 @@ def write(comparison: Comparison, out: Path) -> None:
     if comparison.train:
         _write_csv(out / "train.csv", train_rows(comparison))
     (out / "report.md").write_text(report(comparison), encoding="utf-8")
-    (out / "report.html").write_text(html_report(comparison), encoding="utf-8")
+    plots = figures(comparison)
+    for name, (png, _) in plots.items():
+        (out / f"{name}.png").write_bytes(png)
+    (out / "report.html").write_text(html_report(comparison, plots), encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -607,6 +609,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"written to {args.out}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """`hoprag.compare`'s report as one self-contained HTML page: the tables, the paired tests, and the plots of
-`hoprag.compare_plots` inlined as base64 PNGs (no external CSS, script or image, so the file can be mailed or
+`hoprag.compare.plots` inlined as base64 PNGs (no external CSS, script or image, so the file can be mailed or
 archived alone)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
-from hoprag import compare_plots
 from hoprag.compare import (
     TRAIN_NOTE,
     Comparison,
@@ -18,6 +17,7 @@ from hoprag.compare import (
     train_cells,
     train_header,
 )
+from hoprag.compare import plots as compare_plots
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -36,9 +36,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(png: bytes | None, caption: str) -> str:
-    if png is None:
-        return ""
+def _figure(png: bytes, caption: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f'<figure><img src="data:image/png;base64,{data}" alt="{escape(caption)}"><figcaption>{escape(caption)}</figcaption></figure>'
 
@@ -58,33 +56,42 @@ def _significance(comparison: Comparison) -> str:
     return f"<p>{intro}</p>" + _table(header, rows)
 
 
-def html_report(comparison: Comparison) -> str:
-    """The whole page."""
-    parts = []
+def figures(comparison: Comparison) -> dict[str, tuple[bytes, str]]:
+    """The report's plots that apply, by file stem: (PNG, caption)."""
+    found: dict[str, tuple[bytes | None, str]] = {}
     if comparison.groups:
         quality = getattr(compare_plots.quality_column(comparison), "header", "")
         cost = getattr(compare_plots.cost_column(comparison), "header", "")
-        found = compare_plots.sweep(comparison.groups)
-        swept = found.key if found else ", ".join(compare_plots.swept_keys(comparison.groups))
-        plots = [
-            _figure(compare_plots.quality_cost_plot(comparison),
-                    f"{quality} against {cost}: the Pareto front dashed, its runs in red"),
-            _figure(compare_plots.sweep_plot(comparison), f"{quality} against {swept}"),
-            _figure(compare_plots.hop_plot(comparison), "TreeHop: micro passage recall by hop"),
-        ]  # fmt: skip
+        swept = compare_plots.sweep(comparison.groups)
+        swept_key = swept.key if swept else ", ".join(compare_plots.swept_keys(comparison.groups))
+        found["quality_cost"] = (compare_plots.quality_cost_plot(comparison),
+                                 f"{quality} against {cost}: the Pareto front dashed, its runs in red")  # fmt: skip
+        found["sweep"] = (compare_plots.sweep_plot(comparison), f"{quality} against {swept_key}")
+        found["hops"] = (compare_plots.hop_plot(comparison), "TreeHop: micro passage recall by hop")
+    if comparison.train:
+        found["train"] = (compare_plots.train_plot(comparison), "Monitored metric per epoch (stars: best epoch)")
+    return {name: (png, caption) for name, (png, caption) in found.items() if png is not None}
+
+
+def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | None = None) -> str:
+    """The whole page; `plots` as `figures` returns them (drawn here when not given)."""
+    plots = figures(comparison) if plots is None else plots
+    parts = []
+    if comparison.groups:
+        eval_plots = [_figure(*plots[n]) for n in ("quality_cost", "sweep", "hops") if n in plots]
         parts += [
             "<h2>Eval runs</h2>",
             _table(table_header(comparison), table_cells(comparison)),
             "<h3>Paired tests</h3>",
             _significance(comparison),
-            *(["<h3>Plots</h3>", *plots] if any(plots) else []),
+            *(["<h3>Plots</h3>", *eval_plots] if eval_plots else []),
         ]
     if comparison.train:
         parts += [
             "<h2>Train runs</h2>",
             f"<p>The monitored metric's best value (by its mode), its epoch, and the last value. {escape(TRAIN_NOTE)}</p>",
             _table(train_header(comparison), train_cells(comparison)),
-            _figure(compare_plots.train_plot(comparison), "Monitored metric per epoch (stars: best epoch)"),
+            _figure(*plots["train"]) if "train" in plots else "",
         ]
     body = "\n".join(p for p in parts if p)
     return (
