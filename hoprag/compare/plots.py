@@ -191,7 +191,8 @@ def quality_cost_plot(comparison: Comparison) -> bytes | None:
         for i, (name, c, q) in enumerate(points):
             axes.errorbar(c[0], q[0], xerr=c[1] or None, yerr=q[1] or None, fmt="o",
                           color="C3" if i in front else "C0", capsize=3)  # fmt: skip
-            axes.annotate(name, (c[0], q[0]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            label = name.replace(",", ",\n") if len(name) > 30 else name  # long run names one override a line
+            axes.annotate(label, (c[0], q[0]), textcoords="offset points", xytext=(4, 4), fontsize=7, va="top")
         axes.plot([points[i][1][0] for i in front], [points[i][2][0] for i in front], "--", color="C3",
                   label="Pareto front")  # fmt: skip
         axes.set_xlabel(cost.header)

@@ -3,6 +3,7 @@ method / data / llm / model, with the predictions as a Table (conf/logger/wandb.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import struct
@@ -18,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from wandb.proto import wandb_internal_pb2
 
+from hoprag.compare import main as compare_main
 from hoprag.config import register_resolvers
 from hoprag.evaluation.predictions import run_records
 from hoprag.paths import PROJECT_ROOT
@@ -54,8 +56,7 @@ def test_a_2x2_multirun_is_four_named_grouped_tagged_wandb_runs_with_predictions
         "WANDB_CONFIG_DIR": str(tmp_path / "wandb"),
     }  # fmt: skip
     command = [
-        sys.executable, "eval.py", "-m", "+method=no_retrieval,standard_rag", "data.seed=1,2", "data.sample=2",
-        "limit=6", "llm=scripted", "retriever=bm25", "show=0", "logger=wandb", f"hydra.sweep.dir={sweep}",
+        sys.executable, "eval.py", "-m", "+method=no_retrieval,standard_rag", "+llm.default.seed=1,2", "limit=6", "llm=scripted", "retriever=bm25", "show=0", "logger=wandb", f"hydra.sweep.dir={sweep}",
     ]  # fmt: skip
     proc = subprocess.run(command, check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -71,8 +72,8 @@ def test_a_2x2_multirun_is_four_named_grouped_tagged_wandb_runs_with_predictions
         runs[run.display_name] = (run, artifacts, summary, log.parents[2])
 
     assert set(runs) == {  # the swept overrides only: limit, llm, paths... are the same in every job
-        "method=no_retrieval,data.seed=1", "method=no_retrieval,data.seed=2",
-        "method=standard_rag,data.seed=1", "method=standard_rag,data.seed=2",
+        "method=no_retrieval,llm.default.seed=1", "method=no_retrieval,llm.default.seed=2",
+        "method=standard_rag,llm.default.seed=1", "method=standard_rag,llm.default.seed=2",
     }  # fmt: skip
     for name, (run, artifacts, summary, job_dir) in runs.items():
         method = name.split(",")[0].removeprefix("method=")
@@ -80,16 +81,26 @@ def test_a_2x2_multirun_is_four_named_grouped_tagged_wandb_runs_with_predictions
         assert {"eval", f"method:{method}", "data:hotpotqa", "llm:scripted"} <= set(run.tags)
         assert {"f1", "em", "n"} <= summary
         (artifact,) = [a for a in artifacts if a.type == "predictions"]
-        assert json.loads(artifact.metadata)["n"] == 2
+        assert json.loads(artifact.metadata)["n"] == 6
         (entry,) = artifact.manifest.contents
         table = json.loads(Path(entry.local_path).read_text())  # staged for `wandb sync`
         records = run_records(job_dir)
         assert table["columns"][:4] == ["id", "question", "prediction", "golds"] and "f1" in table["columns"]
         assert [row[0] for row in table["data"]] == [r["id"] for r in records]
 
+    # the same sweep, compared: seeds collapse to one row per method, tested against the first method
+    assert compare_main([str(sweep), "--out", str(tmp_path / "report"), "--resamples", "200"]) == 0
+    with open(tmp_path / "report" / "table.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["run"], r["runs"]) for r in rows] == [("+method=no_retrieval", "2"), ("+method=standard_rag", "2")]
+    with open(tmp_path / "report" / "significance.csv", newline="") as f:
+        tested = list(csv.DictReader(f))
+    assert {r["run"] for r in tested} == {"+method=standard_rag"} and {r["shared"] for r in tested} == {"6"}
+    assert "data:image/png;base64," in (tmp_path / "report" / "report.html").read_text()
+
 
 def test_run_names_keep_what_varies_and_drop_paths_and_run_controls():
-    sweep = ["+method=no_retrieval,standard_rag", "seed=1,2", "limit=6", "paths.log_dir=/tmp/x"]
+    sweep = ["+method=no_retrieval,standard_rag", "+llm.default.seed=1,2", "limit=6", "paths.log_dir=/tmp/x"]
     job = ["+method=standard_rag", "seed=2", "limit=6", "paths.log_dir=/tmp/x"]
     assert override_label(job, sweep) == "method=standard_rag,seed=2"
     single = ["+method=prunerag", "data=2wiki", "~method.reranker", "batch_size=4", "show=0", "llm.threads=1",
