@@ -41,6 +41,7 @@ from hoprag.evaluation.predictions import run_records
 from hoprag.metrics import answer_in_top_k, passage_hits, token_overlap_match
 from hoprag.metrics.retrieval import Match
 from hoprag.stats import RESAMPLES, PairedTest, paired_test
+from hoprag.utils.run_control import is_run_control
 
 log = logging.getLogger(__name__)
 
@@ -335,14 +336,18 @@ def find_runs(args: Iterable[str]) -> list[Path]:
 # -- naming and grouping -----------------------------------------------------------------------------------------
 
 
+def _run_control(override: str) -> bool:
+    return is_run_control(override.lstrip("+~").split("=", 1)[0])
+
+
 def group_runs(runs: Sequence[RunDir]) -> list[Group]:
     """Collapse runs that differ only by a seed (`SEED`); name each group by the overrides no other group shares
-    (a lone group by all of its own)."""
-    settings = [[o for o in r.overrides if not SEED.match(o)] for r in runs]
+    (a lone group by all of its own), leaving out those that change nothing computed (`show=`, paths, caches)."""
+    settings = [[o for o in r.overrides if not SEED.match(o) and not _run_control(o)] for r in runs]
     common = set.intersection(*(set(s) for s in settings))
     groups: dict[Any, list[int]] = {}
     for i, (run, own) in enumerate(zip(runs, settings)):
-        seeded = len(own) < len(run.overrides)
+        seeded = any(SEED.match(o) for o in run.overrides)
         groups.setdefault(tuple(own) if seeded else ("", str(run.path)), []).append(i)
     named = []
     for members in groups.values():

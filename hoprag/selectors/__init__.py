@@ -23,11 +23,13 @@ Public API, in pipeline order:
   `utilisation`, `value`, `redundancy`, `stats`; `summary()` is what methods put in `MethodOutput.stats`.
 - Lower level: `MMKPInstance` + `pareto_dp` / `dense_dp` / `brute_force` / `official_greedy` → `Solution`;
   `build_instance`, `leader_clusters`, `minmax`; `fptas_knapsack` (single-budget FPTAS); `TokenCounter`.
+- `chunk_passages`: passages cut into (overlapping) word windows, for pools with near-duplicate chunks.
 
 A method chains a selector before any generator: `pools` → `select` → prompt with `selection.passages`
 (see `hoprag.methods.sc_rag_select`).
 """
 
+from hoprag.selectors.chunks import chunk_passages
 from hoprag.selectors.frontend import HybridFrontEnd, official_fusion
 from hoprag.selectors.items import build_instance, leader_clusters, mean_group_similarity, minmax
 from hoprag.selectors.pool import CandidatePool, Selection
@@ -61,6 +63,7 @@ __all__ = [
     "TopKSelector",
     "brute_force",
     "build_instance",
+    "chunk_passages",
     "dense_dp",
     "fptas_knapsack",
     "leader_clusters",

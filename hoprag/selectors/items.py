@@ -9,6 +9,7 @@ import numpy as np
 from hoprag.selectors.solvers import MMKPInstance
 
 DIVERSITY = ("mean_pairwise", "centroid")
+VALUES = ("paper", "above_median", "per_token", "offset")
 SIM_TOLERANCE = 1e-6
 
 
@@ -64,6 +65,26 @@ def centroid_diversity(vectors: np.ndarray, groups: Sequence[Sequence[int]]) -> 
     return out
 
 
+def item_values(paper: np.ndarray, tokens: np.ndarray, value: str = "paper", offset: float = 0.5) -> np.ndarray:
+    """Values that need not reward quantity. The paper's α·rel + β·div is positive for every item, so under
+    a token budget the optimum packs in as many (short) items as fit. Alternatives:
+
+    - `above_median`: the paper's value minus its pool median; only above-median items add value (the
+      others are never worth a token);
+    - `per_token`: the paper's value per token, scaled by the pool's median token cost;
+    - `offset`: the paper's value minus a fixed per-item `offset`.
+    """
+    if value not in VALUES:
+        raise ValueError(f"value must be one of {VALUES}, got {value!r}")
+    if value == "above_median" and paper.size:
+        return paper - np.median(paper)
+    if value == "per_token" and paper.size:
+        return paper * float(np.median(tokens)) / np.maximum(tokens, 1)
+    if value == "offset":
+        return paper - offset
+    return paper
+
+
 def build_instance(
     relevance: np.ndarray,
     vectors: np.ndarray,
@@ -77,21 +98,24 @@ def build_instance(
     token_budget: int = 1500,
     redundancy_budget: int = 120,
     max_per_group: int = 1,
+    value: str = "paper",
+    value_offset: float = 0.5,
 ) -> MMKPInstance:
     """Items in pool order: groups by leader clustering at `threshold`; value α·minmax(relevance) +
-    β·diversity; costs (tokens, round(max(0, λ_red·s̄))). A redundancy budget of λ_red·n or more turns
-    C_red off (Table 5's "only hard constraint" row)."""
+    β·diversity (`value="paper"`; see `item_values` for the others); costs (tokens, round(max(0, λ_red·s̄))).
+    A redundancy budget of λ_red·n or more turns C_red off (Table 5's "only hard constraint" row)."""
     if diversity not in DIVERSITY:
         raise ValueError(f"diversity must be one of {DIVERSITY}, got {diversity!r}")
     vectors = np.asarray(vectors, dtype=np.float64)
     groups = leader_clusters(vectors, threshold)
     s_bar = mean_group_similarity(vectors, groups)
     div = 1.0 - s_bar if diversity == "mean_pairwise" else centroid_diversity(vectors, groups)
-    values = alpha * minmax(relevance) + beta * div
+    tokens = np.asarray(token_costs, dtype=np.int64)
+    values = item_values(alpha * minmax(relevance) + beta * div, tokens, value, value_offset)
     redundancy = [int(round(max(0.0, redundancy_scale * s))) for s in s_bar]
     return MMKPInstance(
         values=values,
-        tokens=np.asarray(token_costs, dtype=np.int64),
+        tokens=tokens,
         redundancy=np.asarray(redundancy, dtype=np.int64),
         groups=tuple(tuple(g) for g in groups),
         token_budget=int(token_budget),

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hoprag.llm.prompts import PassageFormat
-from hoprag.selectors.items import build_instance, minmax
+from hoprag.selectors.items import VALUES, build_instance, minmax
 from hoprag.selectors.pool import CandidatePool, Selection
 from hoprag.selectors.solvers import SOLVERS, Solution
 from hoprag.selectors.tokens import TokenCounter
@@ -51,6 +51,9 @@ class MMKPSelector(Selector):
     λ_red·s̄), solved by `solver` (pareto_dp | dense_dp | official_greedy | brute_force) under
     (`token_budget`, `redundancy_budget`) with at most `max_per_group` per group.
 
+    `value`: `paper` (default, Eq. 4) or a value that does not reward packing in more items:
+    `above_median` | `per_token` | `offset` (minus `value_offset` per item); see `items.item_values`.
+
     `adaptive_threshold` (an extension, off by default; spec §4.1 [R]): while the solution uses less than
     `adaptive_target` of the token budget, raise the threshold by `adaptive_step` (tighter, more groups)
     and re-solve, up to `adaptive_max`.
@@ -69,6 +72,8 @@ class MMKPSelector(Selector):
         redundancy_scale: float = 100.0,
         diversity: str = "mean_pairwise",
         max_per_group: int = 1,
+        value: str = "paper",
+        value_offset: float = 0.5,
         adaptive_threshold: bool = False,
         adaptive_target: float = 0.8,
         adaptive_step: float = 0.03,
@@ -78,11 +83,14 @@ class MMKPSelector(Selector):
         super().__init__(token_counter, token_budget)
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; one of {sorted(SOLVERS)}")
+        if value not in VALUES:
+            raise ValueError(f"unknown value {value!r}; one of {VALUES}")
         self.solver = solver
         self.redundancy_budget = redundancy_budget
         self.weights = {
             "alpha": alpha, "beta": beta, "redundancy_scale": redundancy_scale, "diversity": diversity,
             "token_budget": token_budget, "redundancy_budget": redundancy_budget, "max_per_group": max_per_group,
+            "value": value, "value_offset": value_offset,
         }  # fmt: skip
         self.sim_threshold = sim_threshold
         self.adaptive = adaptive_threshold
@@ -125,11 +133,14 @@ class MMKPSelector(Selector):
 
 
 class TopKSelector(Selector):
-    """The first `k` of the fused ranking; with a `token_budget`, only those that still fit (in order)."""
+    """The first `k` of the fused ranking; with a `token_budget`, only those that still fit (in order).
+    `k=None` with a budget: fill the budget in rank order (top-k at equal budget with the other selectors)."""
 
     name = "topk"
 
-    def __init__(self, k: int = 5, token_budget: int | None = None, token_counter: TokenCounter | None = None) -> None:
+    def __init__(
+        self, k: int | None = 5, token_budget: int | None = None, token_counter: TokenCounter | None = None
+    ) -> None:
         super().__init__(token_counter, token_budget)
         self.k = k
 

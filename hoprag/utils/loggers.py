@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,8 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.utils.run_control import RUN_CONTROL_ANYWHERE
+from hoprag.utils.run_control import is_run_control
 
-# Overrides that say where a job writes, what it shows or how fast it goes, not what it computes: left out of run
-# names. UNNAMED_ROOTS by their first key, RUN_CONTROL_ANYWHERE at any depth.
-UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite"})
 # Config groups a run is tagged with (`method:prunerag`), when the run chose one; `data` and `llm` by their `name`.
 TAGGED = ("method", "data", "llm", "model", "experiment", "hparams_search")
 MAX_TAG = 64  # wandb refuses longer tags
@@ -48,7 +44,7 @@ def override_label(job: Sequence[str], sweep: Sequence[str] = ()) -> str:
     those every job of its sweep shares (`sweep`: the multirun's command line; all of them when none varies)."""
     parser = OverridesParser.create()
     shared = {_text(o) for o in parser.parse_overrides(list(sweep)) if not o.is_sweep_override()}
-    own = [_text(o) for o in parser.parse_overrides(list(job)) if not _unnamed(o.key_or_group)]
+    own = [_text(o) for o in parser.parse_overrides(list(job)) if not is_run_control(o.key_or_group)]
     return ",".join([text for text in own if text not in shared] or own)
 
 
@@ -56,10 +52,6 @@ def _text(override: Override) -> str:
     if override.is_delete():
         return f"~{override.key_or_group}"
     return f"{override.key_or_group}={override.get_value_element_as_str()}"
-
-
-def _unnamed(key: str) -> bool:
-    return key.split(".")[0] in UNNAMED_ROOTS or any(fnmatch(f".{key}", p) for p in RUN_CONTROL_ANYWHERE)
 
 
 def sweep_overrides(hydra: DictConfig) -> list[str]:

@@ -1,5 +1,7 @@
-"""Settings that change where or how fast a run goes, not what it computes (shared by the settings fingerprints
-and the wandb run names)."""
+"""Settings that change where or how fast a run goes, or what it prints, not what it computes (shared by the
+settings fingerprints, the wandb run names and `hoprag.compare`'s run names)."""
+
+from fnmatch import fnmatch
 
 # Keys that change where or how fast a run goes, not its answers (fnmatch on dotted keys): left out of every
 # settings fingerprint (eval.py's resume check, the router labeller's outcome cache). LLM_TRANSPORT are an
@@ -10,3 +12,11 @@ RUN_CONTROL_ANYWHERE = (
 )  # fmt: skip
 LLM_TRANSPORT = ("base_url", "api_key", "timeout", "max_retries", "backoff", "max_backoff", "max_concurrency",
                  "timeout_per_token")  # fmt: skip
+# Overrides that say where a run writes, what it shows or how fast it goes: left out of run names (wandb's,
+# hoprag.compare's), these by their first key and RUN_CONTROL_ANYWHERE at any depth.
+UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite"})
+
+
+def is_run_control(key: str) -> bool:
+    """Whether the dotted override key `key` (no `+`/`~`) changes nothing a run computes."""
+    return key.split(".")[0] in UNNAMED_ROOTS or any(fnmatch(f".{key}", p) for p in RUN_CONTROL_ANYWHERE)

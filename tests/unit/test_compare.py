@@ -58,6 +58,12 @@ def test_the_table_holds_each_runs_quality_and_cost_named_by_its_own_overrides(t
     assert (tmp_path / "out" / "report.md").read_text() in printed
 
 
+def test_run_names_leave_out_overrides_that_change_nothing_computed(tmp_path):
+    eval_run(tmp_path / "a", range(40), ["+method=a", "show=3", "llm.generation_cache=null"])
+    eval_run(tmp_path / "b", range(10), ["+method=b", "show=0", "paths.cache_dir=/x"])
+    assert [g.name for g in build([str(tmp_path / "a"), str(tmp_path / "b")]).groups] == ["+method=a", "+method=b"]
+
+
 def test_runs_that_differ_only_by_seed_collapse_to_mean_and_std(tmp_path):
     eval_run(tmp_path / "a1", range(40), ["+method=a", "seed=1"])
     eval_run(tmp_path / "a2", range(30), ["+method=a", "seed=2"])
