@@ -58,7 +58,7 @@ demo: $(STAMP)
 	$(OFFLINE) $(PY) -m hoprag.eval_retrieval data=hotpotqa
 	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=3 overwrite=true hydra.run.dir=$(DEMO)/standard_rag
 	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/sc_rag_select
-	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag
+	$(OFFLINE) $(PY) eval.py +method=prunerag metrics.passage_match=title data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag
 	$(PY) scripts/show_trees.py $(DEMO)/prunerag -n 4
 	$(OFFLINE) $(PY) eval.py +method=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare
 	$(PY) scripts/show_treerare.py $(DEMO)/treerare -n 1

@@ -136,16 +136,18 @@ class Run(RunDir):
 
     info: dict[str, Any] = field(default_factory=dict)
     match: Match | None = field(default=None, repr=False)
+    passage_rule: str = "title"
     _per_question: dict[str, dict[str, float]] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, path: Path) -> Run:
         report = json.loads((path / METRICS).read_text())
         config = _config(path)
-        match = None
+        match, rule = None, "title"
         if _setting(config, "metrics.passage_match", "title") == "token_overlap":
-            match = partial(token_overlap_match, threshold=float(_setting(config, "metrics.overlap_threshold", 0.75)))
-        return cls(path, _overrides(path), report["metrics"], info=report["run"], match=match)
+            threshold = float(_setting(config, "metrics.overlap_threshold", 0.75))
+            match, rule = partial(token_overlap_match, threshold=threshold), f"token overlap ≥ {threshold}"
+        return cls(path, _overrides(path), report["metrics"], info=report["run"], match=match, passage_rule=rule)
 
     def retrieval_cuts(self) -> list[int | None]:
         """The cut-offs of the run's recall metrics (None: the whole retrieved list); none without them."""
@@ -280,6 +282,7 @@ class Comparison:
     significance: list[Significance]
     resamples: int
     train: list[Group] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 # -- finding runs ------------------------------------------------------------------------------------------------
@@ -452,7 +455,22 @@ def build(
                 continue
             a, b = [x * scale for x in a], [x * scale for x in b]
             tests.append(Significance(group.name, column, paired_test(a, b, resamples=resamples, seed=seed)))
-    return Comparison(groups, base, columns, tests, resamples, train)
+    return Comparison(groups, base, columns, tests, resamples, train, mixed_passage_rules(groups))
+
+
+def mixed_passage_rules(groups: Sequence[Group]) -> list[str]:
+    """A warning when runs with passage recall matched gold passages by different rules (e.g. PruneRAG's token
+    overlap beside titles): their recall and EFR then count different things."""
+    rules: dict[str, list[str]] = {}
+    for g in groups:
+        if any(RECALL.match(k) for r in g.runs for k in r.metrics):
+            for rule in dict.fromkeys(r.passage_rule for r in g.runs):
+                rules.setdefault(rule, []).append(g.name)
+    if len(rules) < 2:
+        return []
+    by_rule = "; ".join(f"{rule}: {', '.join(names)}" for rule, names in rules.items())
+    return [f"Gold passages were matched by different rules ({by_rule}): passage recall and EFR are not "
+            "comparable across them (metrics.passage_match=title puts a run on the default rule)."]  # fmt: skip
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -563,6 +581,7 @@ def markdown_significance(comparison: Comparison) -> str:
 
 def report(comparison: Comparison) -> str:
     parts = [markdown_table(comparison), markdown_significance(comparison)] if comparison.groups else []
+    parts = [*(f"**Note.** {n}" for n in comparison.notes), *parts]
     if comparison.train:
         parts += ["Train runs: the monitored metric's best value, its epoch, and the last value. " + TRAIN_NOTE,
                   _markdown(train_header(comparison), train_cells(comparison))]  # fmt: skip

@@ -80,6 +80,7 @@ def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | No
     if comparison.groups:
         eval_plots = [_figure(*plots[n]) for n in ("quality_cost", "sweep", "hops") if n in plots]
         parts += [
+            *(f"<p><strong>Note.</strong> {escape(n)}</p>" for n in comparison.notes),
             "<h2>Eval runs</h2>",
             _table(table_header(comparison), table_cells(comparison)),
             "<h3>Paired tests</h3>",

@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faiss
 import numpy as np
@@ -26,6 +26,9 @@ from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
 from hoprag.retrieval.manifest import check_manifest, new_manifest, read_manifest, write_manifest
+
+if TYPE_CHECKING:
+    from hoprag.retrieval.shards import ShardStore
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,28 @@ def _release_freed_memory() -> None:
 
 def _gpu_available() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def _gpu_resources_once() -> Any:
+    global _gpu_resources
+    if _gpu_resources is None:
+        _gpu_resources = faiss.StandardGpuResources()
+    return _gpu_resources
+
+
+def _gpu_builder(index: faiss.Index, faiss_factory: str, use_gpu: bool | str) -> faiss.Index | None:
+    """A GPU copy of an untrained `index` to train and fill (IVF k-means and assignment are where a GPU
+    pays), or None: not asked, no faiss-gpu/GPU, or a type FAISS has no GPU version of (HNSW).
+    IVF-PQ computes in float16 on the GPU, which FAISS needs for the many sub-quantizers of PQ64."""
+    if not use_gpu or index.is_trained or not _gpu_available():
+        return None
+    options = faiss.GpuClonerOptions()
+    options.useFloat16 = "PQ" in faiss_factory
+    try:
+        return faiss.index_cpu_to_gpu(_gpu_resources_once(), 0, index, options)
+    except RuntimeError as err:
+        log.warning("training the %s index on CPU: %s", faiss_factory, err)
+        return None
 
 
 class DenseIndex:
@@ -177,6 +202,67 @@ class DenseIndex:
         )
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
 
+    @classmethod
+    def from_shards(
+        cls,
+        store: ShardStore,
+        factory: str = "Flat",
+        *,
+        train_size: int = 100_000,
+        chunk_size: int = 2048,
+        seed: int = 0,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+        use_gpu: bool | str = "auto",
+        embeddings_path: str | Path | None = None,
+    ) -> DenseIndex:
+        """The index over every vector of a complete `ShardStore`, in corpus order: trained (IVF/PQ) on
+        `train_size` vectors sampled uniformly with `seed`, then filled `chunk_size` vectors at a time, on
+        GPU 0 when `use_gpu` allows and faiss-gpu is present. Deterministic: the same shards give the same
+        index whichever workers encoded them. `build_seconds` is the shards' encoding time plus this merge."""
+        started = time.perf_counter()
+        n_train = min(store.num_passages, train_size)
+        faiss_factory = adapt_factory(factory, n_train)
+        index = faiss.index_factory(store.dim, faiss_factory, faiss.METRIC_INNER_PRODUCT)
+        target = _gpu_builder(index, faiss_factory, use_gpu) or index
+        if not index.is_trained:
+            target.train(store.sample(n_train, seed))
+        stored = None
+        if embeddings_path is not None:
+            shape = (store.num_passages, store.dim)
+            stored = np.lib.format.open_memmap(embeddings_path, mode="w+", dtype=np.float32, shape=shape)
+        ids: list[str] = []
+        for shard in range(store.num_shards):
+            vectors = store.vectors(shard)
+            for begin in range(0, len(vectors), chunk_size):
+                chunk = np.asarray(vectors[begin : begin + chunk_size], dtype=np.float32)
+                target.add(chunk)
+                if stored is not None:
+                    stored[len(ids) + begin : len(ids) + begin + len(chunk)] = chunk
+            ids.extend(store.ids(shard))
+            _release_freed_memory()
+        if target is not index:
+            index = faiss.index_gpu_to_cpu(target)
+        embeddings = None
+        if stored is not None:
+            stored.flush()
+            del stored
+            embeddings = np.load(embeddings_path, mmap_mode="r")
+        plan = store.plan
+        manifest = new_manifest(
+            KIND,
+            **{k: v for k, v in plan.items() if k not in ("num_passages", "shard_size", "dtype", "dim")},
+            dim=index.d,
+            factory=factory,
+            faiss_factory=faiss_factory,
+            num_passages=store.num_passages,
+            build_seconds=round(store.encode_seconds() + time.perf_counter() - started, 3),
+            embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
+            shards={"directory": str(store.directory), "shard_size": store.shard_size, "dtype": plan["dtype"]},
+            train_sample=n_train if faiss_factory != "Flat" else 0,
+        )
+        return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
+
     def save(self, directory: str | Path) -> None:
         """Write the index, the id map and (last, marking the save complete) the manifest."""
         directory = Path(directory)
@@ -239,7 +325,6 @@ class DenseIndex:
 
     def _place(self, index: faiss.Index, use_gpu: bool | str) -> faiss.Index:
         """Move the index to GPU 0 when asked (True) or allowed ("auto") and FAISS can; otherwise keep it."""
-        global _gpu_resources
         if not use_gpu:
             return index
         if not _gpu_available():
@@ -247,9 +332,7 @@ class DenseIndex:
                 log.warning("use_gpu=%r, but FAISS has no GPU support or sees no GPU: using the CPU", use_gpu)
             return index
         try:
-            if _gpu_resources is None:
-                _gpu_resources = faiss.StandardGpuResources()
-            gpu_index = faiss.index_cpu_to_gpu(_gpu_resources, 0, index)
+            gpu_index = faiss.index_cpu_to_gpu(_gpu_resources_once(), 0, index)
         except RuntimeError as err:  # e.g. HNSW has no GPU implementation
             log.warning("keeping the %s index on CPU: %s", self.manifest.get("faiss_factory"), err)
             return index

@@ -258,6 +258,18 @@ def test_token_overlap_runs_match_gold_passages_by_text(tmp_path):
     assert (recall.mean_a, recall.mean_b) == pytest.approx((100 / 3, 100.0))
 
 
+def test_runs_that_match_gold_passages_by_different_rules_are_flagged(tmp_path, capsys):
+    records = [record(0, ["A", "B"], ["A", "C"])]
+    retrieval_run(tmp_path / "t", records, {"retrieval/passage_recall": 50.0}, ["+m=t"], "token_overlap")
+    retrieval_run(tmp_path / "u", records, {"retrieval/passage_recall": 50.0}, ["+m=u"], "title")
+    assert build([str(tmp_path / "t")]).notes == []
+    (note,) = build([str(tmp_path / "t"), str(tmp_path / "u")]).notes
+    assert "token overlap ≥ 0.75: +m=t; title: +m=u" in note and "not comparable" in note
+    assert main([str(tmp_path / "t"), str(tmp_path / "u"), "--out", str(tmp_path / "out"), "--resamples", "50"]) == 0
+    assert "**Note.** Gold passages were matched by different rules" in capsys.readouterr().out
+    assert "<strong>Note.</strong> Gold passages" in (tmp_path / "out" / "report.html").read_text()
+
+
 def train_run(path: Path, monitored: Sequence[float | None], overrides: Sequence[str], mode: str | None = "max",
               initial: float | None = None) -> Path:  # fmt: skip
     """A train.py run directory whose latest CSV log has `monitored[e]` as epoch e's validation value (a train

@@ -1,0 +1,323 @@
+"""Sharded, resumable dense index builds for corpora of millions of passages (wiki-18: 21M).
+
+The corpus is cut into fixed shards of `shard_size` passages. Each shard is encoded into its own
+memory-mapped `.npy` array (float32, or float16 to halve the disk) with its ids beside it, and becomes
+visible only by an atomic rename once complete, so a killed build loses at most the shard it was writing
+and the next run resumes at the first missing one. Shards do not depend on who encodes them: worker `i`
+of `n` (`shard=i/n`, one per GPU or machine) encodes the `i`-th contiguous range of shards, and any
+process can then merge them (`merge=true`) into the same FAISS index one process would have built.
+Merging trains on a uniform random sample of the vectors and adds them a chunk at a time, so its memory
+is the index plus one chunk, never the corpus.
+
+Shards are kept after the merge: encoding is the expensive part, and another index type over the same
+embedder (Flat vs IVF-PQ) reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from hoprag.data.corpus import iter_corpus
+from hoprag.data.types import Passage
+from hoprag.retrieval.dense import DenseIndex
+from hoprag.retrieval.embedders import Embedder
+from hoprag.retrieval.fingerprint import corpus_fingerprint
+from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
+from hoprag.retrieval.retrievers import DEFAULT_INDEX, _index_dir
+from hoprag.utils import progress as bars
+
+log = logging.getLogger(__name__)
+
+PLAN_FILE = "shards.json"
+DTYPES = ("float32", "float16")
+
+
+class Corpus(Protocol):
+    """A corpus read in order: its size and content hash in one pass, and any range of it streamed."""
+
+    def describe(self) -> tuple[int, str]: ...
+
+    def passages(self, start: int, stop: int) -> Iterator[Passage]: ...
+
+
+class PassageList:
+    """A corpus already in memory (a dataset's pooled or loaded corpus)."""
+
+    def __init__(self, passages: Sequence[Passage]) -> None:
+        self._passages = passages
+
+    def describe(self) -> tuple[int, str]:
+        return len(self._passages), corpus_fingerprint(self._passages)
+
+    def passages(self, start: int, stop: int) -> Iterator[Passage]:
+        return islice(iter(self._passages), start, stop)
+
+
+class CorpusFile:
+    """A FlashRAG corpus JSONL streamed from disk (never held as a list), read as `read_corpus` reads it,
+    so its fingerprint is the one a retriever computes over the loaded corpus."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def describe(self) -> tuple[int, str]:
+        count = 0
+
+        def counted() -> Iterator[Passage]:
+            nonlocal count
+            for passage in iter_corpus(self.path):
+                count += 1
+                yield passage
+
+        fingerprint = corpus_fingerprint(counted())
+        return count, fingerprint
+
+    def passages(self, start: int, stop: int) -> Iterator[Passage]:
+        return islice(iter_corpus(self.path), start, stop)
+
+
+def parse_worker(spec: str | None) -> tuple[int, int] | None:
+    """`"i/n"` (worker i of n, 0-based) -> (i, n); None stays None."""
+    if spec is None:
+        return None
+    try:
+        index, count = (int(part) for part in str(spec).split("/"))
+    except ValueError:
+        raise ValueError(f"shard={spec!r}: expected i/n, e.g. shard=0/4") from None
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard={spec!r}: need 0 <= i < n")
+    return index, count
+
+
+class ShardStore:
+    """The shards of one (corpus, embedder, shard size, dtype) in `directory`, described by `shards.json`."""
+
+    def __init__(self, directory: Path, plan: Mapping[str, Any]) -> None:
+        self.directory = directory
+        self.plan = dict(plan)
+        self.num_passages: int = plan["num_passages"]
+        self.shard_size: int = plan["shard_size"]
+        self.dim: int = plan["dim"]
+        self.num_shards = math.ceil(self.num_passages / self.shard_size)
+
+    @classmethod
+    def open(cls, directory: str | Path, plan: Mapping[str, Any]) -> ShardStore:
+        """Create the store, or reopen it when its saved plan is `plan`; IndexMismatchError otherwise.
+        Workers starting together may all write the plan: the write is atomic and the content the same."""
+        directory = Path(directory)
+        path = directory / PLAN_FILE
+        if path.is_file():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            diffs = [f"{k}: saved {saved.get(k)!r}, requested {v!r}" for k, v in plan.items() if saved.get(k) != v]
+            if diffs:
+                raise IndexMismatchError(f"the shards in {directory} were planned otherwise ({'; '.join(diffs)})")
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, json.dumps(dict(plan), indent=2, ensure_ascii=False))
+        return cls(directory, plan)
+
+    def bounds(self, shard: int) -> tuple[int, int]:
+        start = shard * self.shard_size
+        return start, min(start + self.shard_size, self.num_passages)
+
+    def vectors_path(self, shard: int) -> Path:
+        return self.directory / f"shard-{shard:05d}.npy"
+
+    def ids_path(self, shard: int) -> Path:
+        return self.directory / f"shard-{shard:05d}.json"
+
+    def done(self, shard: int) -> bool:
+        return self.vectors_path(shard).is_file()
+
+    def missing(self) -> list[int]:
+        return [k for k in range(self.num_shards) if not self.done(k)]
+
+    def worker_shards(self, worker: tuple[int, int] | None) -> range:
+        """Worker i of n gets the i-th of n contiguous shard ranges (all shards when `worker` is None)."""
+        if worker is None:
+            return range(self.num_shards)
+        i, n = worker
+        return range(i * self.num_shards // n, (i + 1) * self.num_shards // n)
+
+    def vectors(self, shard: int) -> np.ndarray:
+        return np.load(self.vectors_path(shard), mmap_mode="r")
+
+    def ids(self, shard: int) -> list[str]:
+        return json.loads(self.ids_path(shard).read_text(encoding="utf-8"))["ids"]
+
+    def encode_seconds(self) -> float:
+        """Encoding time summed over the shards (across workers and resumed runs)."""
+        return sum(json.loads(self.ids_path(k).read_text(encoding="utf-8"))["seconds"] for k in range(self.num_shards))
+
+    def encode(
+        self,
+        shards: Iterable[int],
+        passages: Iterator[Passage],
+        embedder: Embedder,
+        *,
+        chunk_size: int,
+        batch_size: int | None,
+        bar: Any,
+    ) -> None:
+        """Encode each shard of `shards` (consecutive, `passages` starting at the first one's start) into
+        a temporary memmap, then publish it: ids first, then the vectors by an atomic rename."""
+        for shard in shards:
+            start, stop = self.bounds(shard)
+            tmp = self.directory / f"shard-{shard:05d}.npy.{os.getpid()}.tmp"
+            stored = np.lib.format.open_memmap(tmp, mode="w+", dtype=self.plan["dtype"], shape=(stop - start, self.dim))
+            started, ids = time.perf_counter(), []
+            while chunk := list(islice(passages, min(chunk_size, stop - start - len(ids)))):
+                stored[len(ids) : len(ids) + len(chunk)] = embedder.encode_passages(chunk, batch_size)
+                ids.extend(p.id for p in chunk)
+                bar.update(len(chunk))
+            if len(ids) != stop - start:
+                raise IndexMismatchError(f"the corpus ended at passage {start + len(ids)}, planned {self.num_passages}")
+            stored.flush()
+            del stored
+            record = {"ids": ids, "seconds": round(time.perf_counter() - started, 3)}
+            _write_atomic(self.ids_path(shard), json.dumps(record, ensure_ascii=False))
+            os.replace(tmp, self.vectors_path(shard))
+
+    def sample(self, n: int, seed: int = 0) -> np.ndarray:
+        """`n` vectors drawn uniformly without replacement over the whole corpus (all when n >= corpus), as
+        float32 in corpus order: an IVF/PQ training set that is not just the first articles of wiki-18."""
+        rows = np.arange(self.num_passages)
+        if n < self.num_passages:
+            rows = np.sort(np.random.default_rng(seed).choice(self.num_passages, n, replace=False))
+        parts = []
+        for shard in np.unique(rows // self.shard_size):
+            start, _ = self.bounds(int(shard))
+            local = rows[(rows >= start) & (rows < start + self.shard_size)] - start
+            parts.append(np.asarray(self.vectors(int(shard))[local], dtype=np.float32))
+        return np.concatenate(parts)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What one `build_dense` call did: `state` is "cached" (the index was already there: nothing done),
+    "encoded" (a worker's shards; merge later) or "built" (merged into the index)."""
+
+    state: str
+    index_dir: Path
+    build_seconds: float
+    missing_shards: int = 0
+
+
+def build_dense(
+    corpus: Corpus,
+    embedder: Embedder,
+    cache_dir: str | Path,
+    index: Mapping[str, Any] | None = None,
+    *,
+    shard_size: int = 100_000,
+    dtype: str = "float32",
+    worker: tuple[int, int] | None = None,
+    merge: bool = False,
+    force: bool = False,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+) -> BuildResult:
+    """Build the dense index `DenseRetriever(corpus, embedder, index, cache_dir)` loads, through shards.
+
+    Without `worker` or `merge`: encode every missing shard, then merge. `worker=(i, n)`: encode only that
+    worker's shards. `merge=True`: merge only (every shard must exist). A finished index is left alone
+    (state "cached") unless `force`, which redoes what the call does: re-encode its shards, re-merge.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"shard dtype {dtype!r}: choose one of {DTYPES}")
+    if worker is not None and merge:
+        raise ValueError("shard=i/n encodes one worker's shards and merge=true merges them all: pick one")
+    settings = {**DEFAULT_INDEX, **(index or {})}
+    factory = settings["factory"]
+    num_passages, fingerprint = corpus.describe()
+    if num_passages == 0:
+        raise ValueError("cannot build a dense index over an empty corpus")
+    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
+    index_dir = _index_dir(str(cache_dir), "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory))
+    if not force and (index_dir / MANIFEST).is_file():
+        manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
+        return BuildResult("cached", index_dir, manifest["build_seconds"])
+
+    plan = {
+        **embedder.describe(),
+        "corpus_fingerprint": fingerprint,
+        "num_passages": num_passages,
+        "shard_size": shard_size,
+        "dtype": dtype,
+        "dim": embedder.dim,
+    }
+    shards_name = "-".join([fingerprint[:16], slug(embedder.name), settings_digest(plan)])
+    store = ShardStore.open(Path(cache_dir).expanduser() / "dense-shards" / shards_name, plan)
+    if not merge:
+        _encode_missing(store, corpus, embedder, store.worker_shards(worker), force, batch_size, settings, progress)
+    if worker is not None:
+        missing = len(store.missing())
+        log.info("worker %d/%d done; %d of %d shards still missing overall", *worker, missing, store.num_shards)
+        return BuildResult("encoded", index_dir, store.encode_seconds() if not missing else 0.0, missing)
+    missing = store.missing()
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} of {store.num_shards} shards are missing in {store.directory} (first: {missing[:5]}): "
+            "run the shard=i/n workers (or the build without merge=true) first"
+        )
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    index_dir.mkdir(parents=True)
+    built = DenseIndex.from_shards(
+        store,
+        factory,
+        train_size=settings["train_size"],
+        chunk_size=settings["chunk_size"],
+        embeddings_path=index_dir / "embeddings.npy" if settings["save_embeddings"] else None,
+        use_gpu=settings["use_gpu"],
+    )
+    built.save(index_dir)
+    return BuildResult("built", index_dir, built.build_seconds)
+
+
+def _encode_missing(
+    store: ShardStore,
+    corpus: Corpus,
+    embedder: Embedder,
+    shards: range,
+    force: bool,
+    batch_size: int | None,
+    settings: Mapping[str, Any],
+    progress: bool | None,
+) -> None:
+    """Encode the shards of `shards` not yet done (all of them when `force`), streaming the corpus once
+    from the first one to do; shards already done in between are read past, not encoded."""
+    todo = [k for k in shards if force or not store.done(k)]
+    if not todo:
+        return
+    if len(todo) < len(shards):
+        log.info("resuming at shard %d: %d of %d shards already encoded", todo[0], len(shards) - len(todo), len(shards))
+    total = sum(store.bounds(k)[1] - store.bounds(k)[0] for k in todo)
+    passages = corpus.passages(store.bounds(todo[0])[0], store.bounds(todo[-1])[1])
+    desc = f"encoding shards {todo[0]}-{todo[-1]} with {embedder.name}"
+    with bars.bar(total=total, desc=desc, unit="passage", show=progress) as bar:
+        for shard in range(todo[0], todo[-1] + 1):
+            if shard in todo:
+                store.encode([shard], passages, embedder, chunk_size=settings["chunk_size"], batch_size=batch_size, bar=bar)
+            else:
+                start, stop = store.bounds(shard)
+                for _ in islice(passages, stop - start):
+                    pass
