@@ -22,7 +22,7 @@ Public API, in pipeline order:
 - `Selection`: pool `indices` (ascending = fused order), `passages`, `tokens`, `token_budget`,
   `utilisation`, `value`, `redundancy`, `stats`; `summary()` is what methods put in `MethodOutput.stats`.
 - Lower level: `MMKPInstance` + `pareto_dp` / `dense_dp` / `brute_force` / `official_greedy` → `Solution`;
-  `build_instance`, `leader_clusters`, `minmax`; `fptas_knapsack` (single-budget FPTAS); `TokenCounter`.
+  `build_instance`, `item_values`, `leader_clusters`, `minmax`; `fptas_knapsack` (single-budget FPTAS); `TokenCounter`.
 - `chunk_passages`: passages cut into (overlapping) word windows, for pools with near-duplicate chunks.
 
 A method chains a selector before any generator: `pools` → `select` → prompt with `selection.passages`
@@ -31,7 +31,7 @@ A method chains a selector before any generator: `pools` → `select` → prompt
 
 from hoprag.selectors.chunks import chunk_passages
 from hoprag.selectors.frontend import HybridFrontEnd, official_fusion
-from hoprag.selectors.items import build_instance, leader_clusters, mean_group_similarity, minmax
+from hoprag.selectors.items import build_instance, item_values, leader_clusters, mean_group_similarity, minmax
 from hoprag.selectors.pool import CandidatePool, Selection
 from hoprag.selectors.selector import MMKPSelector, MMRSelector, Selector, TopKSelector
 from hoprag.selectors.solvers import (
@@ -66,6 +66,7 @@ __all__ = [
     "chunk_passages",
     "dense_dp",
     "fptas_knapsack",
+    "item_values",
     "leader_clusters",
     "mean_group_similarity",
     "minmax",

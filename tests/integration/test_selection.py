@@ -68,10 +68,12 @@ def test_eval_selection_script_prints_and_writes_its_table(tmp_path):
     from hoprag.paths import PROJECT_ROOT
 
     out = tmp_path / "selection.json"
-    command = [sys.executable, "scripts/eval_selection.py", "--budgets", "500", "--out", str(out), "limit=5"]
+    command = [sys.executable, "scripts/eval_selection.py", "--datasets", "hotpotqa", "--budgets", "500",
+               "--out", str(out), "limit=5"]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "tokens by tokenizer:smollm2-135m-instruct on '[{rank}] {title}\\n{text}'" in proc.stdout
     rows = json.loads(out.read_text())["rows"]
     assert {r["pool"] for r in rows} == {"context", "corpus"} and all(r["tokens"] <= 500 for r in rows)
+    assert {r["dataset"] for r in rows} == {"hotpotqa"} and "| top-k | " in proc.stdout

@@ -24,6 +24,7 @@ from hoprag.selectors import (
     TokenCounter,
     TopKSelector,
     build_instance,
+    item_values,
     leader_clusters,
     mean_group_similarity,
     minmax,
@@ -346,3 +347,74 @@ def test_the_textbook_front_end_config_and_solver_overrides(compose_cfg, dense):
     method = instantiate(cfg.method)(llm=instantiate(cfg.llm), retriever=dense)
     assert (method.front_end.mode, method.selector.solver) == ("textbook", "official_greedy")
     assert isinstance(method.front_end.sparse, BM25Retriever)
+
+
+# --- values that do not reward quantity, top-k at a budget (issue 19) ------------------------------------
+
+
+def test_item_values_by_hand():
+    paper = np.array([0.9, 0.6, 0.5, 0.2])
+    tokens = np.array([100, 50, 200, 100])
+    assert item_values(paper, tokens).tolist() == paper.tolist()
+    assert item_values(paper, tokens, "above_median").tolist() == pytest.approx([0.35, 0.05, -0.05, -0.35])
+    assert item_values(paper, tokens, "per_token").tolist() == pytest.approx([0.9, 1.2, 0.25, 0.2])
+    assert item_values(paper, tokens, "offset", 0.55).tolist() == pytest.approx([0.35, 0.05, -0.05, -0.35])
+    with pytest.raises(ValueError, match="above_median"):
+        item_values(paper, tokens, "rank")
+    with pytest.raises(ValueError, match="unknown value"):
+        MMKPSelector(value="rank")
+
+
+def quantity_pool() -> tuple[CandidatePool, TokenCounter]:
+    """One long relevant passage first, then four short weak ones; all distinct (singleton groups)."""
+    vectors = unit(np.eye(5) + 0.01)
+    lengths = [40, 10, 10, 10, 10]  # words; x1.3 tokens: 52, 13 each
+    passages = [Passage(f"q{i}", f"T{i}", " ".join(["w"] * n)) for i, n in enumerate(lengths)]
+    return CandidatePool("q", passages, [1.0, 0.2, 0.15, 0.1, 0.0], np.zeros(5), vectors), TokenCounter("words")
+
+
+def test_the_paper_value_packs_weak_short_passages_where_a_pool_relative_value_keeps_the_best():
+    """At a 52-token budget the paper's value (every item ≥ β) prefers the four short weak passages (sum
+    ≈ 1.55) to the one strong long passage (1.0); above-median and offset values take the strong one."""
+    pool, counter = quantity_pool()
+    assert MMKPSelector(token_budget=52, token_counter=counter).select("q", pool).indices == [1, 2, 3, 4]
+    for value in ("above_median", "offset"):
+        chosen = MMKPSelector(token_budget=52, value=value, token_counter=counter).select("q", pool)
+        assert chosen.indices == [0], value
+    assert MMKPSelector(token_budget=52, value="offset", value_offset=0.0, token_counter=counter).select(
+        "q", pool
+    ).indices == [1, 2, 3, 4]
+
+
+def test_build_instance_passes_the_value_option_through():
+    pool, counter = quantity_pool()
+    tokens = counter(pool.passages)
+    paper = build_instance(pool.fusion, pool.vectors, tokens).values
+    above = build_instance(pool.fusion, pool.vectors, tokens, value="above_median").values
+    assert above.tolist() == pytest.approx((paper - np.median(paper)).tolist())
+
+
+def test_topk_without_k_fills_the_budget_in_rank_order():
+    pool = make_pool()  # passage i costs 13·(i + 1) tokens
+    assert TopKSelector(k=None, token_budget=80, token_counter=WORDS_COUNTER).select("q", pool).indices == [0, 1, 2]
+    filled = TopKSelector(k=None, token_budget=10_000, token_counter=WORDS_COUNTER).select("q", pool)
+    assert filled.indices == list(range(6))
+
+
+def test_textbook_mmr_reranks_the_whole_pool_on_min_max_relevance():
+    """The official depth at a 120-token budget is max(5, ⌊120/120⌋·4) = 5 candidates; the textbook
+    variant ranks all six."""
+    pool = make_pool()
+    assert len(MMRSelector(token_budget=120, token_counter=WORDS_COUNTER).ranking(pool)) == 5
+    textbook = MMRSelector(token_budget=120, relevance="minmax", rerank_depth=50, token_counter=WORDS_COUNTER)
+    assert sorted(textbook.ranking(pool)) == list(range(6))
+
+
+@pytest.mark.parametrize("name", ["mmkp_offset", "mmr_textbook"])
+def test_selector_presets_build(compose_cfg, name):
+    cfg = compose_cfg("eval", ["+method=sc_rag_select", "llm=scripted", f"selector@method.selector={name}"])
+    selector = instantiate(cfg.method.selector)
+    if name == "mmr_textbook":
+        assert (selector.relevance, selector.rerank_depth) == ("minmax", 50)
+    else:
+        assert (selector.weights["value"], selector.weights["value_offset"]) == ("offset", 0.5)
