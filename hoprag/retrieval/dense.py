@@ -225,7 +225,8 @@ class DenseIndex:
         faiss_factory = adapt_factory(factory, n_train)
         index = faiss.index_factory(store.dim, faiss_factory, faiss.METRIC_INNER_PRODUCT)
         target = _gpu_builder(index, faiss_factory, use_gpu) or index
-        if not index.is_trained:
+        trained_on = 0 if index.is_trained else n_train
+        if trained_on:
             target.train(store.sample(n_train, seed))
         stored = None
         if embeddings_path is not None:
@@ -259,7 +260,7 @@ class DenseIndex:
             build_seconds=round(store.encode_seconds() + time.perf_counter() - started, 3),
             embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
             shards={"directory": str(store.directory), "shard_size": store.shard_size, "dtype": plan["dtype"]},
-            train_sample=n_train if faiss_factory != "Flat" else 0,
+            train_sample=trained_on,
         )
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
 

@@ -7,7 +7,10 @@ each hold a copy of the model.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from functools import cached_property
@@ -49,6 +52,7 @@ class Embedder:
     name: str
     model: str
     dim: int
+    pooling: str | None = None  # how token states become one vector, where the library says ("mean", "cls")
 
     def __init__(
         self,
@@ -117,10 +121,54 @@ class Embedder:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
 
 
+class HashingEmbedder(Embedder):
+    """Signed feature hashing of lower-cased words into `dim` buckets (blake2b, so the same vector in every
+    process and on every machine): no weights, tens of thousands of passages per second on one core. For
+    plumbing at scale (sharded builds, resume checks, memory), never for retrieval quality."""
+
+    TOKEN = re.compile(r"\w+")
+    CACHE_LIMIT = 1_000_000  # distinct words remembered; beyond it the cache restarts (bounded memory)
+
+    def __init__(
+        self,
+        dim: int = 64,
+        name: str = "hashing",
+        normalize: bool = True,
+        batch_size: int = 1024,
+        query_prefix: str = "",
+        passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
+    ) -> None:
+        super().__init__(name, f"hashing-{dim}", normalize, batch_size, query_prefix, passage_template)
+        self.dim = dim
+        self._buckets: dict[str, int] = {}
+
+    def _bucket(self, word: str) -> int:
+        """The word's signed bucket + 1 (the sign says which way it counts; +1 keeps bucket 0 signed)."""
+        found = self._buckets.get(word)
+        if found is None:
+            if len(self._buckets) >= self.CACHE_LIMIT:
+                self._buckets.clear()
+            h = int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
+            found = self._buckets[word] = (h % self.dim + 1) * (1 if h >> 63 else -1)
+        return found
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        cells, signs = [], []
+        for row, text in enumerate(texts):
+            for word in self.TOKEN.findall(text.lower()):
+                bucket = self._bucket(word)
+                cells.append(row * self.dim + abs(bucket) - 1)
+                signs.append(1.0 if bucket > 0 else -1.0)
+        counts = np.bincount(np.asarray(cells, dtype=np.int64), weights=signs, minlength=len(texts) * self.dim)
+        return counts.reshape(len(texts), self.dim).astype(np.float32)
+
+
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model (its own pooling and normalisation config apply, e.g. MiniLM's mean).
 
     `model` is a local folder, a hub id or a `pkg://` reference to a model shipped in a package.
+    `devices` (e.g. ["cuda:0", "cuda:1"]) encodes through the library's multi-process pool, one process
+    per device, started on first use and stopped at exit: every GPU of a machine for one index build.
     """
 
     def __init__(
@@ -133,10 +181,12 @@ class SentenceTransformerEmbedder(Embedder):
         max_length: int | None = None,
         query_prefix: str = "",
         passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
+        devices: Sequence[str] | None = None,
     ) -> None:
         super().__init__(name or model, model, normalize, batch_size, query_prefix, passage_template)
         self.device = device
         self.max_length = max_length
+        self.devices = list(devices) if devices else None
 
     @property
     def dim(self) -> int:
@@ -144,6 +194,15 @@ class SentenceTransformerEmbedder(Embedder):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "max_length": self.max_length}
+
+    @property
+    def pooling(self) -> str | None:  # type: ignore[override]
+        """The model's own pooling ("mean" for MiniLM and E5, "cls" for BGE), read from its Pooling module."""
+        for module in self._load():
+            mode = getattr(module, "pooling_mode", None)
+            if mode is not None:
+                return mode if isinstance(mode, str) else "+".join(mode)
+        return None
 
     def _load(self) -> Any:
         path, device = resolve_model_ref(self.model), resolve_device(self.device)
@@ -158,6 +217,19 @@ class SentenceTransformerEmbedder(Embedder):
 
         return _shared_model(("sentence-transformers", path, device, self.max_length), load)
 
+    def _pool(self) -> dict[str, Any] | None:
+        """The process-wide multi-process pool over `devices` (None without them)."""
+        if not self.devices:
+            return None
+        model = self._load()
+
+        def start() -> dict[str, Any]:
+            pool = model.start_multi_process_pool(self.devices)
+            atexit.register(model.stop_multi_process_pool, pool)
+            return pool
+
+        return _shared_model(("sentence-transformers pool", self.model, tuple(self.devices), self.max_length), start)
+
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         return self._load().encode(
             texts,
@@ -165,6 +237,7 @@ class SentenceTransformerEmbedder(Embedder):
             show_progress_bar=False,
             convert_to_numpy=True,
             normalize_embeddings=False,
+            pool=self._pool(),
         )
 
 
@@ -205,6 +278,10 @@ class FlagEmbedder(Embedder):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "max_length": self.max_length, "pooling_method": self.pooling_method}
+
+    @property
+    def pooling(self) -> str:  # type: ignore[override]
+        return self.pooling_method
 
     def _load(self) -> Any:
         path, device = resolve_model_ref(self.model), resolve_device(self.device)

@@ -46,8 +46,14 @@ def read_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
     return manifest
 
 
-def check_manifest(directory: str | Path, manifest: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-    """Raise IndexMismatchError naming every field of `expected` that the saved manifest contradicts."""
+REBUILD_HINT = "force=true rebuilds it in place (deleting it), or point cache_dir elsewhere"
+
+
+def check_manifest(
+    directory: str | Path, manifest: Mapping[str, Any], expected: Mapping[str, Any], fix: str = REBUILD_HINT
+) -> None:
+    """Raise IndexMismatchError naming every field of `expected` that the saved manifest contradicts,
+    and `fix`, what to do about it."""
     diffs = [
         f"{key}: saved {manifest.get(key)!r}, requested {value!r}"
         for key, value in expected.items()
@@ -55,8 +61,7 @@ def check_manifest(directory: str | Path, manifest: Mapping[str, Any], expected:
     ]
     if diffs:
         raise IndexMismatchError(
-            f"the index in {directory} does not match the request ({'; '.join(diffs)}); it is left as it is: "
-            "force=true rebuilds it in place (deleting it), or point cache_dir elsewhere"
+            f"the index in {directory} does not match the request ({'; '.join(diffs)}); it is left as it is: {fix}"
         )
 
 

@@ -1,4 +1,5 @@
-"""Sharded, resumable dense index builds for corpora of millions of passages (wiki-18: 21M).
+"""Index builds for corpora of millions of passages (wiki-18: 21M): sharded, resumable dense encoding,
+and a streamed BM25 build, each writing where the retrievers' caches look.
 
 The corpus is cut into fixed shards of `shard_size` passages. Each shard is encoded into its own
 memory-mapped `.npy` array (float32, or float16 to halve the disk) with its ids beside it, and becomes
@@ -21,7 +22,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -36,6 +37,7 @@ from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
 from hoprag.retrieval.retrievers import DEFAULT_INDEX, _index_dir
+from hoprag.retrieval.sparse import BM25Index
 from hoprag.utils import progress as bars
 
 log = logging.getLogger(__name__)
@@ -161,9 +163,9 @@ class ShardStore:
         """Encoding time summed over the shards (across workers and resumed runs)."""
         return sum(json.loads(self.ids_path(k).read_text(encoding="utf-8"))["seconds"] for k in range(self.num_shards))
 
-    def encode(
+    def encode_shard(
         self,
-        shards: Iterable[int],
+        shard: int,
         passages: Iterator[Passage],
         embedder: Embedder,
         *,
@@ -171,24 +173,26 @@ class ShardStore:
         batch_size: int | None,
         bar: Any,
     ) -> None:
-        """Encode each shard of `shards` (consecutive, `passages` starting at the first one's start) into
-        a temporary memmap, then publish it: ids first, then the vectors by an atomic rename."""
-        for shard in shards:
-            start, stop = self.bounds(shard)
-            tmp = self.directory / f"shard-{shard:05d}.npy.{os.getpid()}.tmp"
-            stored = np.lib.format.open_memmap(tmp, mode="w+", dtype=self.plan["dtype"], shape=(stop - start, self.dim))
-            started, ids = time.perf_counter(), []
-            while chunk := list(islice(passages, min(chunk_size, stop - start - len(ids)))):
-                stored[len(ids) : len(ids) + len(chunk)] = embedder.encode_passages(chunk, batch_size)
-                ids.extend(p.id for p in chunk)
-                bar.update(len(chunk))
-            if len(ids) != stop - start:
-                raise IndexMismatchError(f"the corpus ended at passage {start + len(ids)}, planned {self.num_passages}")
-            stored.flush()
-            del stored
-            record = {"ids": ids, "seconds": round(time.perf_counter() - started, 3)}
-            _write_atomic(self.ids_path(shard), json.dumps(record, ensure_ascii=False))
-            os.replace(tmp, self.vectors_path(shard))
+        """Encode `shard` (`passages` positioned at its start) into a temporary memmap, then publish it:
+        ids first, then the vectors by an atomic rename. A shard has one encoder at a time, so temporary
+        files a killed run left for it are removed first."""
+        start, stop = self.bounds(shard)
+        for stale in self.directory.glob(f"shard-{shard:05d}.npy.*.tmp"):
+            stale.unlink()
+        tmp = self.directory / f"shard-{shard:05d}.npy.{os.getpid()}.tmp"
+        stored = np.lib.format.open_memmap(tmp, mode="w+", dtype=self.plan["dtype"], shape=(stop - start, self.dim))
+        started, ids = time.perf_counter(), []
+        while chunk := list(islice(passages, min(chunk_size, stop - start - len(ids)))):
+            stored[len(ids) : len(ids) + len(chunk)] = embedder.encode_passages(chunk, batch_size)
+            ids.extend(p.id for p in chunk)
+            bar.update(len(chunk))
+        if len(ids) != stop - start:
+            raise IndexMismatchError(f"the corpus ended at passage {start + len(ids)}, planned {self.num_passages}")
+        stored.flush()
+        del stored
+        record = {"ids": ids, "seconds": round(time.perf_counter() - started, 3)}
+        _write_atomic(self.ids_path(shard), json.dumps(record, ensure_ascii=False))
+        os.replace(tmp, self.vectors_path(shard))
 
     def sample(self, n: int, seed: int = 0) -> np.ndarray:
         """`n` vectors drawn uniformly without replacement over the whole corpus (all when n >= corpus), as
@@ -213,7 +217,8 @@ def _write_atomic(path: Path, text: str) -> None:
 @dataclass(frozen=True)
 class BuildResult:
     """What one `build_dense` call did: `state` is "cached" (the index was already there: nothing done),
-    "encoded" (a worker's shards; merge later) or "built" (merged into the index)."""
+    "encoded" (a worker's shards; merge later) or "built" (merged into the index). `build_seconds` is the
+    index's (all shards' encoding plus the merge), or for "encoded" this call's."""
 
     state: str
     index_dir: Path
@@ -266,12 +271,13 @@ def build_dense(
     }
     shards_name = "-".join([fingerprint[:16], slug(embedder.name), settings_digest(plan)])
     store = ShardStore.open(Path(cache_dir).expanduser() / "dense-shards" / shards_name, plan)
+    started = time.perf_counter()
     if not merge:
         _encode_missing(store, corpus, embedder, store.worker_shards(worker), force, batch_size, settings, progress)
     if worker is not None:
         missing = len(store.missing())
         log.info("worker %d/%d done; %d of %d shards still missing overall", *worker, missing, store.num_shards)
-        return BuildResult("encoded", index_dir, store.encode_seconds() if not missing else 0.0, missing)
+        return BuildResult("encoded", index_dir, round(time.perf_counter() - started, 3), missing)
     missing = store.missing()
     if missing:
         raise FileNotFoundError(
@@ -306,6 +312,7 @@ def _encode_missing(
     """Encode the shards of `shards` not yet done (all of them when `force`), streaming the corpus once
     from the first one to do; shards already done in between are read past, not encoded."""
     todo = [k for k in shards if force or not store.done(k)]
+    to_encode = set(todo)
     if not todo:
         return
     if len(todo) < len(shards):
@@ -315,9 +322,37 @@ def _encode_missing(
     desc = f"encoding shards {todo[0]}-{todo[-1]} with {embedder.name}"
     with bars.bar(total=total, desc=desc, unit="passage", show=progress) as bar:
         for shard in range(todo[0], todo[-1] + 1):
-            if shard in todo:
-                store.encode([shard], passages, embedder, chunk_size=settings["chunk_size"], batch_size=batch_size, bar=bar)
+            if shard in to_encode:
+                store.encode_shard(
+                    shard, passages, embedder, chunk_size=settings["chunk_size"], batch_size=batch_size, bar=bar
+                )
             else:
                 start, stop = store.bounds(shard)
                 for _ in islice(passages, stop - start):
                     pass
+
+
+def build_bm25(
+    corpus: Corpus,
+    cache_dir: str | Path,
+    *,
+    k1: float = 1.5,
+    b: float = 0.75,
+    method: str = "lucene",
+    stemmer: str | None = "english",
+    force: bool = False,
+) -> BuildResult:
+    """Build, once, the BM25 index `BM25Retriever(corpus, cache_dir, ...)` loads, streaming the corpus
+    (a wiki-18 file is read, not held); a finished index is left alone unless `force`."""
+    num_passages, fingerprint = corpus.describe()
+    settings = {"k1": k1, "b": b, "method": method, "stemmer": stemmer}
+    identity = {**settings, "corpus_fingerprint": fingerprint}
+    index_dir = _index_dir(str(cache_dir), "bm25", identity, fingerprint[:16], slug(method))
+    if not force and (index_dir / MANIFEST).is_file():
+        manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
+        return BuildResult("cached", index_dir, manifest["build_seconds"])
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    built = BM25Index.build(corpus.passages(0, num_passages), corpus_fingerprint=fingerprint, **settings)
+    built.save(index_dir)
+    return BuildResult("built", index_dir, built.build_seconds)

@@ -1,10 +1,14 @@
-"""A BM25 index (bm25s) over passage titles and texts, with English stop words and Snowball stemming."""
+"""A BM25 index (bm25s) over passage titles and texts, with English stop words and Snowball stemming.
+
+At wiki-18 scale the corpus is streamed into the tokenizer (its texts are never held, only token ids),
+the index is saved once, and loading memory-maps its score matrix instead of reading it into memory.
+"""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +42,7 @@ class BM25Index:
     @classmethod
     def build(
         cls,
-        passages: Sequence[Passage],
+        passages: Iterable[Passage],
         k1: float = 1.5,
         b: float = 0.75,
         method: str = "lucene",
@@ -47,18 +51,30 @@ class BM25Index:
         progress: bool | None = None,
     ) -> BM25Index:
         """Index `title + "\\n" + text` of every passage (`stemmer=None` turns stemming off); bm25s's own
-        bars show when `progress` (None: `hoprag.utils.progress` decides: a terminal, not CI)."""
-        if len(passages) == 0:
-            raise ValueError("cannot build a BM25 index over an empty corpus")
-        fingerprint = corpus_fingerprint or fingerprint_of(passages)
+        bars show when `progress` (None: `hoprag.utils.progress` decides: a terminal, not CI).
+
+        `passages` may be a one-pass stream (a corpus file) when `corpus_fingerprint` is given: it is read
+        once, and only the ids and token ids are kept."""
+        if corpus_fingerprint is None:
+            passages = list(passages)
+            corpus_fingerprint = fingerprint_of(passages)
         progress = bars.enabled() if progress is None else progress
         started = time.perf_counter()
+        ids: list[str] = []
+
+        def texts() -> Iterator[str]:
+            for passage in passages:
+                ids.append(passage.id)
+                yield passage.contents
+
         tokens = bm25s.tokenize(
-            [p.contents for p in passages],
+            texts(),
             stopwords=STOPWORDS,
             stemmer=Stemmer.Stemmer(stemmer) if stemmer else None,
             show_progress=progress,
         )
+        if not ids:
+            raise ValueError("cannot build a BM25 index over an empty corpus")
         model = bm25s.BM25(k1=k1, b=b, method=method)
         model.index(tokens, show_progress=progress)
         manifest = new_manifest(
@@ -68,11 +84,11 @@ class BM25Index:
             method=method,
             stemmer=stemmer,
             stopwords=STOPWORDS,
-            corpus_fingerprint=fingerprint,
-            num_passages=len(passages),
+            corpus_fingerprint=corpus_fingerprint,
+            num_passages=len(ids),
             build_seconds=round(time.perf_counter() - started, 3),
         )
-        return cls(model, [p.id for p in passages], manifest)
+        return cls(model, ids, manifest)
 
     def save(self, directory: str | Path) -> None:
         """Write the bm25s arrays, the id map and (last, marking the save complete) the manifest."""
@@ -83,9 +99,12 @@ class BM25Index:
         write_manifest(directory, self.manifest)
 
     @classmethod
-    def load(cls, directory: str | Path, corpus_fingerprint: str | None = None, **settings: Any) -> BM25Index:
+    def load(
+        cls, directory: str | Path, corpus_fingerprint: str | None = None, mmap: bool = True, **settings: Any
+    ) -> BM25Index:
         """Load a saved index; IndexMismatchError if it was built over another corpus or with other
-        `settings` (any of k1, b, method, stemmer) than those given."""
+        `settings` (any of k1, b, method, stemmer) than those given. `mmap` maps the score matrix from
+        disk (wiki-18's is gigabytes; the OS pages in what queries touch) instead of reading it."""
         directory = Path(directory)
         manifest = read_manifest(directory, KIND)
         unknown = set(settings) - {"k1", "b", "method", "stemmer"}
@@ -94,7 +113,7 @@ class BM25Index:
         if corpus_fingerprint is not None:
             settings["corpus_fingerprint"] = corpus_fingerprint
         check_manifest(directory, manifest, settings)
-        model = bm25s.BM25.load(str(directory), show_progress=False)
+        model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False)
         ids = json.loads((directory / IDS_FILE).read_text(encoding="utf-8"))
         return cls(model, ids, manifest)
 

@@ -36,7 +36,7 @@ def test_build_index_builds_once_then_reuses_the_cache(tmp_path):
     assert len(index_dirs) == 1 and (index_dirs[0] / "manifest.json").is_file()
 
     second = run_module("hoprag.build_index", *args, cache=tmp_path / "cache", run_dir=tmp_path / "r2")
-    assert "BM25Retriever index loaded from cache" in second
+    assert "BM25Retriever index already in cache" in second
 
     forced = run_module("hoprag.build_index", *args, "force=true", cache=tmp_path / "cache", run_dir=tmp_path / "r3")
     assert "BM25Retriever index built" in forced
