@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,24 +41,10 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from hoprag.config import register_resolvers
-from hoprag.data import Passage, load_questions, pool_corpus, write_corpus
-from hoprag.paths import data_root
+from hoprag.data import pool_corpus, write_corpus
+from hoprag.data.bench_corpus import bundled_examples, repeated
 
-FILES = [
-    "hotpotqa/hotpot_dev_distractor_185.json",
-    "hotpotqa/hotpot_train_99.json",
-    "2wikimultihopqa/dev_159.json",
-    "2wikimultihopqa/train_500.json",
-    "musique/musique_ans_dev_200.jsonl",
-    "musique/musique_ans_train_98.jsonl",
-]
 GIB = 2**30
-
-
-def repeated_corpus(n: int, pool: list[Passage]) -> Iterator[Passage]:
-    for i in range(n):
-        p = pool[i % len(pool)]
-        yield p if i < len(pool) else Passage(f"{p.id}#copy{i // len(pool)}", p.title, p.text)
 
 
 class Build:
@@ -145,8 +130,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hoprag-resume-") as tmp:
         workdir = Path(args.workdir or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        examples = [ex for name in FILES for ex in load_questions(data_root() / name)]
-        corpus = write_corpus(repeated_corpus(args.passages, pool_corpus(examples)), workdir / "corpus.jsonl")
+        examples = bundled_examples()
+        corpus = write_corpus(repeated(pool_corpus(examples), args.passages), workdir / "corpus.jsonl")
         build = Build(workdir, corpus, args.embedder, args.shard_size)
         num_shards = -(-args.passages // args.shard_size)
         report: dict = {"passages": args.passages, "embedder": args.embedder, "shards": num_shards}
