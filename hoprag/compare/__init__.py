@@ -339,14 +339,15 @@ def find_runs(args: Iterable[str]) -> list[Path]:
 # -- naming and grouping -----------------------------------------------------------------------------------------
 
 
-def _run_control(override: str) -> bool:
+def is_run_control_override(override: str) -> bool:
+    """An override such as `show=0` or `+llm.generation_cache=null`: it changes nothing a run computes."""
     return is_run_control(override.lstrip("+~").split("=", 1)[0])
 
 
 def group_runs(runs: Sequence[RunDir]) -> list[Group]:
     """Collapse runs that differ only by a seed (`SEED`); name each group by the overrides no other group shares
     (a lone group by all of its own), leaving out those that change nothing computed (`show=`, paths, caches)."""
-    settings = [[o for o in r.overrides if not SEED.match(o) and not _run_control(o)] for r in runs]
+    settings = [[o for o in r.overrides if not SEED.match(o) and not is_run_control_override(o)] for r in runs]
     common = set.intersection(*(set(s) for s in settings))
     groups: dict[Any, list[int]] = {}
     for i, (run, own) in enumerate(zip(runs, settings)):

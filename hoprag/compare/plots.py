@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hoprag.compare import SEED, Column, Comparison, Group
+from hoprag.compare import SEED, Column, Comparison, Group, is_run_control_override
 
 HOP_HITS = re.compile(r"^method/(.+)/hop(\d+)/hits$")
 VARIANTS = ("direct", "q-c", "untrained", "treehop")  # scripts/eval_treehop.py's order
@@ -61,9 +61,18 @@ def cost_column(comparison: Comparison) -> Column | None:
 
 
 def _settings(group: Group) -> dict[str, str]:
-    """The group's overrides as key -> value, seeds left out (`+`/`++`/`~` prefixes dropped)."""
-    pairs = (o.lstrip("+~").split("=", 1) for o in group.runs[0].overrides if not SEED.match(o))
+    """The group's overrides as key -> value (`+`/`++`/`~` prefixes dropped), without seeds and the overrides
+    that change nothing computed (`show=`, paths, caches), as the group's name leaves them out."""
+    kept = (o for o in group.runs[0].overrides if not SEED.match(o) and not is_run_control_override(o))
+    pairs = (o.lstrip("+~").split("=", 1) for o in kept)
     return {p[0]: (p[1] if len(p) > 1 else "") for p in pairs}
+
+
+def _varied(settings: Sequence[dict[str, str]]) -> tuple[list[str], list[str]]:
+    """The keys whose value differs across `settings`, and those of them that are a number in every one."""
+    keys = dict.fromkeys(k for s in settings for k in s)
+    differing = [k for k in keys if len({s.get(k) for s in settings}) > 1]
+    return differing, [k for k in differing if all(_number(s.get(k)) is not None for s in settings)]
 
 
 def _number(text: str | None) -> float | None:
@@ -87,9 +96,7 @@ def sweep(groups: Sequence[Group]) -> Sweep | None:
     if len(groups) < 2:
         return None
     settings = [_settings(g) for g in groups]
-    keys = dict.fromkeys(k for s in settings for k in s)
-    differing = [k for k in keys if len({s.get(k) for s in settings}) > 1]
-    numeric = [k for k in differing if all(_number(s.get(k)) is not None for s in settings)]
+    differing, numeric = _varied(settings)
     if len(numeric) != 1:
         return None
     key = numeric[0]
@@ -104,11 +111,7 @@ def swept_keys(groups: Sequence[Group]) -> dict[str, list[tuple[float, int]]]:
     """Every numeric key the groups differ in -> (value, group index) points by rising value: a search over
     several parameters (e.g. an Optuna trial set), drawn one panel per key."""
     settings = [_settings(g) for g in groups]
-    keys = dict.fromkeys(k for s in settings for k in s)
-    numeric = [
-        k for k in keys
-        if len({s.get(k) for s in settings}) > 1 and all(_number(s.get(k)) is not None for s in settings)
-    ]  # fmt: skip
+    _, numeric = _varied(settings)
     return {k: sorted((float(s[k]), i) for i, s in enumerate(settings)) for k in numeric}
 
 

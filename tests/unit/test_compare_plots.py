@@ -52,6 +52,8 @@ def test_a_sweep_is_the_one_numeric_key_the_groups_differ_in():
     assert sweep([group(["+method=a"]), group(["+method=b"])]) is None  # nothing numeric
     assert sweep([group(["lr=0.1"]), group(["lr=0.2"]), group(["lr=x"])]) is None  # not a number everywhere
     assert sweep([group(["lr=0.1"])]) is None
+    shown = [group(["+method=a", "show=3"]), group(["+method=b", "show=0"])]  # show= changes nothing computed
+    assert sweep(shown) is None and swept_keys(shown) == {}
 
 
 def test_a_search_over_several_numeric_keys_gets_one_panel_per_key():
