@@ -132,6 +132,20 @@ def _index_dir(
     return Path(cache_dir).expanduser() / kind / "-".join([*name, settings_digest(identity)])
 
 
+def dense_index_dir(cache_dir: str | None, embedder: Embedder, fingerprint: str, factory: str) -> Path | None:
+    """Where the dense index of (corpus, embedder, factory) lives; its identity holds the fields
+    DenseIndex.load checks, so the directory name and the manifest check agree (`hoprag.retrieval.shards`
+    builds into the same place)."""
+    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
+    return _index_dir(cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory))
+
+
+def bm25_index_dir(cache_dir: str | None, fingerprint: str, settings: Mapping[str, Any]) -> Path | None:
+    """Where the BM25 index of (corpus, settings) lives; its identity is what BM25Index.load checks."""
+    identity = {**settings, "corpus_fingerprint": fingerprint}
+    return _index_dir(cache_dir, "bm25", identity, fingerprint[:16], slug(settings["method"]))
+
+
 def _cached(
     directory: Path | None, force: bool, load: Callable[[], IndexT], build: Callable[[], IndexT]
 ) -> tuple[IndexT, bool]:
@@ -178,11 +192,7 @@ class DenseRetriever(Retriever):
             raise ValueError("save_embeddings needs a cache_dir to keep the embeddings in")
         factory = settings["factory"]
         fingerprint = corpus_fingerprint(self.passages)
-        # the fields DenseIndex.load checks: the directory name and the manifest check agree
-        identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
-        self.index_dir = _index_dir(
-            cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory)
-        )
+        self.index_dir = dense_index_dir(cache_dir, embedder, fingerprint, factory)
         search_params = {k: settings[k] for k in ("ef_search", "nprobe", "use_gpu")}
 
         def load() -> DenseIndex:
@@ -241,8 +251,7 @@ class BM25Retriever(Retriever):
         super().__init__(corpus)
         fingerprint = corpus_fingerprint(self.passages)
         settings = {"k1": k1, "b": b, "method": method, "stemmer": stemmer}
-        identity = {**settings, "corpus_fingerprint": fingerprint}  # what BM25Index.load checks
-        self.index_dir = _index_dir(cache_dir, "bm25", identity, fingerprint[:16], slug(method))
+        self.index_dir = bm25_index_dir(cache_dir, fingerprint, settings)
         self.index, self.from_cache = _cached(
             self.index_dir,
             force,

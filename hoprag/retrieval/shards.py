@@ -36,7 +36,7 @@ from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
-from hoprag.retrieval.retrievers import DEFAULT_INDEX, _index_dir
+from hoprag.retrieval.retrievers import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
 from hoprag.retrieval.sparse import BM25Index
 from hoprag.utils import progress as bars
 
@@ -255,8 +255,7 @@ def build_dense(
     num_passages, fingerprint = corpus.describe()
     if num_passages == 0:
         raise ValueError("cannot build a dense index over an empty corpus")
-    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
-    index_dir = _index_dir(str(cache_dir), "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory))
+    index_dir = dense_index_dir(str(cache_dir), embedder, fingerprint, factory)
     if not force and (index_dir / MANIFEST).is_file():
         manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
         return BuildResult("cached", index_dir, manifest["build_seconds"])
@@ -346,8 +345,7 @@ def build_bm25(
     (a wiki-18 file is read, not held); a finished index is left alone unless `force`."""
     num_passages, fingerprint = corpus.describe()
     settings = {"k1": k1, "b": b, "method": method, "stemmer": stemmer}
-    identity = {**settings, "corpus_fingerprint": fingerprint}
-    index_dir = _index_dir(str(cache_dir), "bm25", identity, fingerprint[:16], slug(method))
+    index_dir = bm25_index_dir(str(cache_dir), fingerprint, settings)
     if not force and (index_dir / MANIFEST).is_file():
         manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
         return BuildResult("cached", index_dir, manifest["build_seconds"])
