@@ -599,7 +599,7 @@ def _write_csv(path: Path, rows: list[dict[str, str]]) -> None:
 def write(comparison: Comparison, out: Path) -> None:
     """`table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md`, `report.html` and
     each plot as `<name>.png` (for papers and READMEs) into `out`."""
-    from hoprag.compare.page import figures, html_report  # matplotlib is imported for the report only
+    from hoprag.compare.page import PLOTS, figures, html_report  # matplotlib is imported for the report only
 
     out.mkdir(parents=True, exist_ok=True)
     if comparison.groups:
@@ -609,8 +609,11 @@ def write(comparison: Comparison, out: Path) -> None:
         _write_csv(out / "train.csv", train_rows(comparison))
     (out / "report.md").write_text(report(comparison), encoding="utf-8")
     plots = figures(comparison)
-    for name, (png, _) in plots.items():
-        (out / f"{name}.png").write_bytes(png)
+    for name in PLOTS:  # a plot that no longer applies must not survive from an earlier report in `out`
+        if name in plots:
+            (out / f"{name}.png").write_bytes(plots[name][0])
+        else:
+            (out / f"{name}.png").unlink(missing_ok=True)
     (out / "report.html").write_text(html_report(comparison, plots), encoding="utf-8")
 
 

@@ -56,6 +56,9 @@ def _significance(comparison: Comparison) -> str:
     return f"<p>{intro}</p>" + _table(header, rows)
 
 
+PLOTS = ("quality_cost", "sweep", "hops", "train")  # the plot files a report may write, `<name>.png`
+
+
 def figures(comparison: Comparison) -> dict[str, tuple[bytes, str]]:
     """The report's plots that apply, by file stem: (PNG, caption)."""
     found: dict[str, tuple[bytes | None, str]] = {}

@@ -195,6 +195,9 @@ def test_the_html_report_is_self_contained_with_the_table_the_tests_and_plots(tm
         "quality_cost.png",  # the inlined plot, also as a file (for a paper or a README)
     }
     assert (tmp_path / "out" / "quality_cost.png").read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "out" / "sweep.png").write_bytes(b"an earlier report's plot")
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "out"), "--resamples", "200"]) == 0
+    assert not (tmp_path / "out" / "sweep.png").exists()  # no sweep here: the stale file is gone
 
 
 def text(title: str) -> str:
