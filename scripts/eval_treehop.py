@@ -5,6 +5,10 @@
 
 Micro recall (the paper's headline) = mean gold titles found / mean gold titles over the table's questions;
 macro = mean per-question recall; K = mean distinct passages read; seconds per question (encoding included).
+
+Below the table, each variant's hops are compared with `--versus` (default direct@10) question by question
+(predictions.jsonl): the micro-recall difference, its 95% bootstrap interval and the sign-flip p-value, so
+"how close" a retriever is to another is a measured interval rather than a difference of two means.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import argparse
 import json
 import re
 from pathlib import Path
+
+from hoprag.stats import paired_test
 
 
 def table(metrics: dict[str, float]) -> str:
@@ -41,13 +47,39 @@ def table(metrics: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def paired(records: list[dict[str, float]], versus: str) -> str:
+    """Each `variant/hopN` against `versus` (`variant@k/hopN`, hop 1 if no hop is named) over the same
+    questions: hits per question over the mean gold count, so the mean difference is a micro-recall difference."""
+    ref = versus if "/hop" in versus else f"{versus}/hop1"
+    if not records or f"{ref}/hits" not in records[0]:
+        return f"no per-question {ref} hits in predictions.jsonl"
+    scale = 100 / (sum(r["gold"] for r in records) / len(records))
+    base = [scale * r[f"{ref}/hits"] for r in records]
+    lines = [f"paired over {len(records)} questions, micro recall minus {ref}: diff [95% CI] p  wins/losses"]
+    for key in (k[: -len("/hits")] for k in records[0] if k.endswith("/hits") and k != f"{ref}/hits"):
+        other = [scale * r[f"{key}/hits"] for r in records]
+        test = paired_test(base, other)
+        wins = sum(o > b for o, b in zip(other, base))
+        losses = sum(o < b for o, b in zip(other, base))
+        lines.append(
+            f"{key:<22}{test.diff:+6.1f} [{test.ci_low:+.1f}, {test.ci_high:+.1f}]  p {test.p:.2f}  {wins}/{losses}"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--versus", default="direct@10", help="the reference variant[/hopN] of the paired comparison")
     args = parser.parse_args()
     report = json.loads((args.run_dir / "metrics.json").read_text())
     print(f"{report['run'].get('dataset', '?')}: {report['run']['n']} questions")
     print(table(report["metrics"]))
+    predictions = args.run_dir / "predictions.jsonl"
+    if predictions.exists():
+        lines = (json.loads(line) for line in predictions.read_text().splitlines() if line.strip())
+        print()
+        print(paired([r["stats"] for r in lines if r.get("stats", {}).get("gold")], args.versus))
 
 
 if __name__ == "__main__":

@@ -113,6 +113,19 @@ def test_table_script_computes_micro_recall_from_the_stats():
     assert row.startswith("direct@5") and "50.0 / 60.0 / 5.0" in row
 
 
+def test_table_script_compares_each_hop_with_direct_top_10_question_by_question():
+    spec = importlib.util.spec_from_file_location("eval_treehop", PROJECT_ROOT / "scripts" / "eval_treehop.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    # 4 questions with 2 gold titles each: treehop finds one more title than direct@10 on the first question only
+    records = [{"gold": 2.0, "direct@10/hop1/hits": 1.0, "treehop@5/hop2/hits": 2.0 if i == 0 else 1.0} for i in range(4)]
+    lines = script.paired(records, "direct@10").splitlines()
+    assert lines[0].startswith("paired over 4 questions") and "direct@10/hop1" in lines[0]
+    (row,) = lines[1:]
+    assert row.startswith("treehop@5/hop2") and "+12.5" in row and row.endswith("1/0")  # 1 title of 8 = 12.5 points
+    assert "no per-question" in script.paired(records, "direct@20")
+
+
 def test_a_retriever_without_vectors_is_refused_clearly():
     from hoprag.retrieval import BM25Retriever
 
