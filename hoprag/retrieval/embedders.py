@@ -294,7 +294,7 @@ class FlagEmbedder(Embedder):
 
                 raise ImportError(
                     f"FlagEmbedding cannot be imported with transformers {transformers.__version__} ({err}); "
-                    "install the range pyproject.toml pins (transformers<5.24)"
+                    "install the transformers range that pyproject.toml pins"
                 ) from err
 
             return (BGEM3FlagModel if self.is_m3 else FlagModel)(
