@@ -8,8 +8,10 @@ Writes `predictions.jsonl` and `metrics.json` to the run directory and logs the 
 offline). Rerunning with the same `hydra.run.dir` resumes a killed run (or extends it to a larger `limit`);
 a rerun whose method, data files, LLM, retriever or metrics differ from the run's `run_fingerprint.json` is
 refused, naming the differing keys, before anything in the directory changes; `overwrite=true` starts
-afresh. Returns `optimized_metric` (default f1; a list for a multi-objective search; capped by `budget`) for
-sweepers: `python eval.py -m +hparams_search=<search>` (conf/hparams_search/).
+afresh, removing the old run only once the data, the config and the LLM's capabilities have passed their
+checks. Secrets (`llm.api_key=...`) are redacted in everything written (hoprag/utils/secrets.py). Returns
+`optimized_metric` (default f1; a list for a multi-objective search; capped by `budget`) for sweepers:
+`python eval.py -m +hparams_search=<search>` (conf/hparams_search/).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hoprag.evaluation.fingerprint import eval_fingerprint, save_hydra_files
 from hoprag.evaluation.objective import objective
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.evaluation.runner import PREDICTIONS, build, format_summary, method_name, refuse_mixing, require_method, run
+from hoprag.utils import progress
 from hoprag.utils.loggers import log_run
 
 register_resolvers()
@@ -44,12 +47,12 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
 def main(cfg: DictConfig) -> float:
     require_method(cfg)
     check_config(cfg)
+    progress.configure(cfg.get("progress"))  # before anything that draws a bar
     output_dir = Path(cfg.paths.output_dir)
     dataset = instantiate(cfg.data)
     fingerprint = eval_fingerprint(cfg)
     if not cfg.overwrite:  # every refusal before the index is built and before .hydra/ is rewritten
         refuse_mixing(PredictionFile(output_dir / PREDICTIONS), method_name(cfg), dataset.examples, fingerprint)
-    save_hydra_files(output_dir, cfg)
     metrics = run(
         build(cfg, dataset),
         dataset.examples,
@@ -59,6 +62,7 @@ def main(cfg: DictConfig) -> float:
         suite=instantiate(cfg.metrics),
         run_info=question_info(dataset),
         fingerprint=fingerprint,
+        on_start=lambda: save_hydra_files(output_dir, cfg),  # after the LLM probe, as overwrite's removal is
     )
     print(format_summary(output_dir, show=cfg.show))
     predictions = PredictionFile(output_dir / PREDICTIONS).records

@@ -10,7 +10,8 @@ Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (of
 started with (`run_fingerprint.json`; `RESUMABLE` lists what may change): then it is refused, naming the
 differing keys, and `ckpt_path=null` trains afresh. A module with an `export(dir)` method writes the best
 weights to `<run>/export`, and copies it to the model's `publish_dir` when it has one (where eval configs look
-for it by default). Returns `optimized_metric` (the model's monitored metric) for sweepers.
+for it by default). Returns `optimized_metric` (the model's monitored metric) for sweepers. Secrets
+(`*_key`, `*token`, ... settings) are redacted in everything written (hoprag/utils/secrets.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import check_config, register_resolvers, select_settings
 from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files
+from hoprag.utils import progress
+from hoprag.utils.loggers import log_config
 
 register_resolvers()
 
@@ -86,6 +89,7 @@ def publish(export: Path, target: str) -> None:
 def main(cfg: DictConfig) -> float | None:
     require_model(cfg)
     check_config(cfg)
+    progress.configure(cfg.get("progress"))  # before anything that draws a bar
     ckpt_path = resume_path(cfg) if cfg.train else None  # refused before anything is built or written
     save_hydra_files(cfg.paths.output_dir, cfg)
     if cfg.get("threads"):
@@ -96,9 +100,10 @@ def main(cfg: DictConfig) -> float | None:
     module: L.LightningModule = instantiate(cfg.model.module)
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values()]
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    quiet = {"enable_progress_bar": False} if progress.style() == progress.OFF else {}  # Lightning's bar too
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **quiet)
     for logger in loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        log_config(logger, OmegaConf.to_container(cfg, resolve=True))
 
     if cfg.train:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)

@@ -10,6 +10,8 @@ retrievers look; running this again is a no-op unless the corpus or the configur
 directory beside the old), or `force=true`. Dense indexes are encoded in shards on disk
 (`hoprag.retrieval.shards`): a killed build resumes at the first missing shard, `shard=i/n` encodes only
 worker i's share (one process per GPU or machine) and `merge=true` then builds the index from all shards.
+Each shard is stamped (embedder, template, corpus, rows, dtype, byte lengths, checksums): a resumed build
+rebuilds a short or foreign shard, and `merge=true` refuses one, naming the shard and the differing key.
 `corpus=<FlashRAG JSONL>` streams a corpus file instead of holding the dataset's corpus in memory.
 """
 

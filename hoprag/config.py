@@ -11,11 +11,13 @@ from typing import Any, NamedTuple
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from hoprag.paths import PROJECT_ROOT
+from hoprag.utils.secrets import is_secret
 
 
 def select_settings(cfg: Mapping[str, Any], sections: Iterable[str], ignored: Iterable[str]) -> dict[str, Any]:
     """The resolved `sections` of `cfg` (as JSON would store them) without the keys matching `ignored`
-    (fnmatch on dotted keys, e.g. `RUN_CONTROL_ANYWHERE`): what a settings fingerprint covers."""
+    (fnmatch on dotted keys, e.g. `RUN_CONTROL_ANYWHERE`) and without secrets (`hoprag.utils.secrets`: an API
+    key changes no answer, and a fingerprint is written to disk): what a settings fingerprint covers."""
     ignored = tuple(ignored)
 
     def prune(node: Any, prefix: str) -> Any:
@@ -24,7 +26,7 @@ def select_settings(cfg: Mapping[str, Any], sections: Iterable[str], ignored: It
         return {
             k: prune(v, f"{prefix}{k}.")
             for k, v in node.items()
-            if not any(fnmatch(f"{prefix}{k}", pattern) for pattern in ignored)
+            if not is_secret(k) and not any(fnmatch(f"{prefix}{k}", pattern) for pattern in ignored)
         }
 
     resolved = {key: plain(cfg[key]) for key in sections if key in cfg}
@@ -49,7 +51,7 @@ class Rule(NamedTuple):
 # selector, model, ...). `ks` is a list: each entry is checked. Keys matching no rule are never touched.
 NUMBER_RULES: tuple[Rule, ...] = (
     Rule(r"batch_size", 1, False, "items per batch"),
-    Rule(r"limit", 0, True, "questions to keep; null: all"),
+    Rule(r"limit", 1, True, "questions to keep; null: all"),
     Rule(r"sample", 1, True, "questions to draw at random; null: all"),
     Rule(r"k|[a-z0-9_]+_k", 1, False, "passages or candidates to take"),
     Rule(r"ks", 1, False, "cut-offs of the retrieval metrics"),
@@ -57,11 +59,15 @@ NUMBER_RULES: tuple[Rule, ...] = (
     Rule(r"branching", 1, False, "children per expansion"),
     Rule(r"max_depth", 1, False, "tree depth"),
     Rule(r"max_new_tokens", 1, False, "tokens to generate"),
+    Rule(r"max_nodes", 1, False, "tree nodes per question (the ceiling of a tree-growing method)"),
+    Rule(r"max_llm_calls", 2, False, "LLM calls per question (one MCTS simulation makes 2)"),
     Rule(r"n", 1, False, "samples per prompt"),
 )
 # Keys a pattern matches that count something else: Lightning's ModelCheckpoint takes -1 (keep every
 # checkpoint) and 0 (keep none), and the reciprocal-rank-fusion constant may be 0 (score 1 / rank).
 EXEMPT = frozenset({"save_top_k", "rrf_k"})
+# Nodes that declare rather than count, never walked: a served LLM's `capabilities` (`n: true`: it honours n).
+DECLARATIONS = frozenset({"capabilities"})
 
 
 def register_resolvers() -> None:
@@ -97,7 +103,7 @@ def _ruled(node: DictConfig | ListConfig, prefix: str) -> Iterator[tuple[str, An
     """(dotted key, value, rule) for every ruled key under `node`; a `ks` list gives one per entry."""
     keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
     for key in keys:
-        if (key == "hydra" and not prefix) or OmegaConf.is_missing(node, key):
+        if (key == "hydra" and not prefix) or key in DECLARATIONS or OmegaConf.is_missing(node, key):
             continue
         path = f"{prefix}[{key}]" if isinstance(key, int) else f"{prefix}.{key}" if prefix else key
         rule = _rule(key) if isinstance(key, str) else None

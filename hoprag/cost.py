@@ -22,6 +22,7 @@ class Cost:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retrieval_calls: int = 0
+    empty_results: int = 0  # of those calls, searches that found no hit (e.g. no query term in the corpus)
     passage_ids: set[str] = field(default_factory=set)
     truncated_prompts: int = 0  # prompts whose context was shortened to fit the LLM's input budget
     prompt_tokens_dropped: int = 0  # tokens those prompts lost (whole prompt minus what was sent)
@@ -57,6 +58,7 @@ class Cost:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "retrieval_calls": self.retrieval_calls,
+            "empty_results": self.empty_results,
             "passages_read": len(self.passage_ids),
             "truncated_prompts": self.truncated_prompts,
             "prompt_tokens_dropped": self.prompt_tokens_dropped,

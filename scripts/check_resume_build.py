@@ -8,7 +8,7 @@ repeated with new ids (`<id>#copy<n>`) up to --passages and written as a FlashRA
 `python -m hoprag.build_index corpus=<file>` streams. Each build runs as its own process (as users run it);
 its peak resident memory is the kernel's high-water mark for it (VmHWM). Checks:
 
-- resume: a reference build; then a second build SIGKILLed once half its shards are on disk, and run
+- resume: a reference build; then a second build SIGKILLed once half its shards are done, and run
   again: it must resume (not re-encode the finished shards) and end with the same ids and vectors.
 - workers: `shard=0/2` and `shard=1/2` (one after the other: on one machine they would compete for its
   cores; the point is what they write), then `merge=true`: the same ids and vectors as the reference.
@@ -75,14 +75,14 @@ class Build:
         return {"seconds": round(time.perf_counter() - started, 1), "peak_rss_gib": round(peak * 1024 / GIB, 3)}
 
     def kill_halfway(self, cache: str, num_shards: int) -> int:
-        """Start a build and SIGKILL it once half its shards are published; the number published."""
+        """Start a build and SIGKILL it once half its shards are done (stamped); the number done."""
         proc = self.start(cache)
         shards = self.workdir / cache / "indexes" / "dense-shards"
-        while proc.poll() is None and len(list(shards.glob("*/shard-*.npy"))) < num_shards // 2:
+        while proc.poll() is None and len(list(shards.glob("*/shard-*.stamp.json"))) < num_shards // 2:
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        return len(list(shards.glob("*/shard-*.npy")))
+        return len(list(shards.glob("*/shard-*.stamp.json")))
 
 
 def high_water_kib(pid: int) -> int:

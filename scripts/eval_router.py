@@ -12,7 +12,8 @@ class of the router-training split, and always-both. `--split eval` (default) sc
 split of `--data`, made by the split training uses (`split_by_context`, same fraction and seed); `--split all`
 scores a foreign file whole, less any question that is in the router-training split of `--train-data` (the
 bundled TAT-QA dev, by default) by id, context or text. Questions an export (classifier or adapter: their
-`router.json`) was trained on are refused, as is an adapter on another base model. A reply naming no option
+`router.json`) was trained on are refused, as is an export made for another option set or router prompt, or
+an adapter on another base model (each differing key named, both sides). A reply naming no option
 is a parse failure and counts as wrong.
 The last line printed is the report as JSON (also written to `--out`).
 """
@@ -34,10 +35,17 @@ from hoprag.data import DataFormatError, load_questions  # noqa: E402
 from hoprag.data.types import QAExample  # noqa: E402
 from hoprag.metrics.routing import routing_report  # noqa: E402
 from hoprag.paths import PROJECT_ROOT, cache_root, data_root  # noqa: E402
-from hoprag.routers.classifier import ClassifierRouter, from_question_record  # noqa: E402
+from hoprag.routers.classifier import ClassifierRouter  # noqa: E402
 from hoprag.routers.labels import gold_labels, majority_label  # noqa: E402
 from hoprag.routers.options import TATQA, OptionSet  # noqa: E402
-from hoprag.routers.router import LLMRouter, RouteDecision  # noqa: E402
+from hoprag.routers.router import (  # noqa: E402
+    LLMRouter,
+    RouteDecision,
+    check_router_export,
+    from_question_record,
+    read_router_settings,
+    router_contract,
+)
 from hoprag.routers.splits import check_disjoint, context_of, question_key, split_by_context  # noqa: E402
 
 UNPARSED = "?"  # the prediction of a reply that named no option
@@ -65,15 +73,15 @@ def build_llm(spec: str, adapter: str | None = None) -> Any:
     return instantiate(cfg)
 
 
-def read_adapter_settings(directory: str) -> dict[str, Any]:
-    """The tuned router's `router.json` (hoprag.routers.training's export): its base model, option set, none
-    policy and the questions it was trained on, without which it cannot be checked for leakage."""
-    path = Path(directory) / "router.json"
-    if not path.is_file():
-        raise SystemExit(f"eval_router: {path} is missing: export the adapter with train.py +model=source_router")
-    settings = json.loads(path.read_text(encoding="utf-8"))
-    if settings.get("options") != TATQA.name:
-        raise SystemExit(f"eval_router: {directory} routes with option set {settings.get('options')!r}, not tatqa")
+def read_adapter_settings(directory: str, options: OptionSet) -> dict[str, Any]:
+    """The tuned router's `router.json` (hoprag.routers.training's export): its option set, prompt version,
+    base model, none policy and the questions it was trained on, without which it cannot be checked for
+    leakage. Refused before any model loads unless made for `options` and today's router prompt."""
+    try:
+        settings = read_router_settings(directory)
+    except FileNotFoundError as err:
+        raise SystemExit(f"eval_router: {err}") from None
+    check_router_export(directory, settings, router_contract(options))
     return settings
 
 
@@ -156,10 +164,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"eval_router: {err}") from None
     check_disjoint(train, evaluation)
     # the whole split is checked, so a split other than the exports' is refused under --limit too
-    classifier = ClassifierRouter.load(args.classifier) if args.classifier else None
+    classifier = ClassifierRouter.load(args.classifier, options) if args.classifier else None
     if classifier is not None:
         classifier.check_unseen(evaluation)
-    adapter = read_adapter_settings(args.router) if args.router else None
+    adapter = read_adapter_settings(args.router, options) if args.router else None
     if adapter is not None:
         check_disjoint([from_question_record(r) for r in adapter["trained_on"]], evaluation)
     evaluation = evaluation[: args.limit]
@@ -171,11 +179,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     majority = majority_label([options.letter_of(s) for s in gold_labels(train)], options.letters)
     reports = []
     if args.router:
-        llm = build_llm(args.base_llm, args.router)
-        if getattr(llm, "model", None) != adapter["base_model"]:
-            raise SystemExit(f"eval_router: {args.router} was trained on {adapter['base_model']}, "
-                             f"--base-llm {args.base_llm} is {getattr(llm, 'model', llm)}")  # fmt: skip
-        tuned = LLMRouter(llm, options, adapter["none_policy"])
+        # refused unless --base-llm is the model the adapter was trained on (LLMRouter checks the export)
+        tuned = LLMRouter(build_llm(args.base_llm, args.router), options, adapter["none_policy"])
         reports.append(run_router("llm (tuned)", tuned, questions, gold, options))
     if args.base_llm != "none":
         untuned = LLMRouter(build_llm(args.base_llm), options, args.none_policy)

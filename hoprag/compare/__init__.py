@@ -5,10 +5,14 @@ baseline, and a self-contained HTML report with plots.
 
 Each run is named by the Hydra overrides that set it apart from the others (`.hydra/overrides.yaml`), else by
 its directory. Runs that differ only by a seed (`seed=`, `model.datamodule.seed=`, any key named `seed`)
-collapse to one row of mean ± std. Every other eval run is tested against the baseline (the first unless
-`--baseline` names one) over the questions both answered: a paired bootstrap CI of the mean difference and a
-sign-flip permutation p-value per metric (`hoprag.stats`); a seed group counts each question's mean over its
-seeds. Runs over different question sets are refused unless `--intersect` asks for the shared ones.
+collapse to one row of mean ± std. A row's figures are its runs' own metrics.json, over their own questions.
+Every other eval run is tested against the baseline (the first unless `--baseline` names one) over the
+questions both answered alike: a paired bootstrap CI of the mean difference and a sign-flip permutation
+p-value per metric (`hoprag.stats`), each side's value computed from its own records over those shared
+questions; a seed group counts each question's mean over its seeds. Records pair when their id, question text
+and golds agree (`Question`). Runs over different question sets, or whose shared ids hold different questions
+or golds, are refused unless `--intersect` asks for the questions they hold alike (the report says how many it
+dropped and why). A metrics.json or predictions.jsonl that cannot be read is refused naming its path and line.
 
 A train run (no metrics.json; `.hydra/config.yaml` and Lightning's `csv/version_*/metrics.csv`) is a row of
 the metric its checkpoint monitored (`model.monitor`, `model.mode`): its best value, that epoch, and the last
@@ -27,7 +31,7 @@ import json
 import logging
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -36,8 +40,9 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from hoprag.data.records import DataFormatError
 from hoprag.data.types import Passage
-from hoprag.evaluation.predictions import run_records
+from hoprag.evaluation.predictions import finished_records
 from hoprag.metrics import answer_in_top_k, passage_hits, token_overlap_match
 from hoprag.metrics.retrieval import Match
 from hoprag.stats import RESAMPLES, PairedTest, paired_test
@@ -57,9 +62,9 @@ RECALL = re.compile(r"^retrieval/(answer|passage)_recall(@\d+)?$")
 class Column:
     """A table column: its key in metrics.json, the matching per-question figure (None: not paired-testable),
     its header, decimals, and the factor from the per-question figure to the metrics.json scale. A micro
-    average (Σ hits / Σ gold) names its `denominator` figure: the test then divides every question's figure by
-    that figure's mean over the shared questions (the same questions, so the same divisor in both runs),
-    which makes the mean of the scaled figures the micro average itself."""
+    average (Σ hits / Σ gold) names its `denominator` figure: the test then divides each side's figures by
+    the mean of that side's own denominator over the shared questions, which makes the mean of its scaled
+    figures its own micro average (two runs may count a question's gold apart, e.g. by another match rule)."""
 
     key: str
     per_question: str | None
@@ -97,7 +102,29 @@ COST = (
 
 
 class CompareError(ValueError):
-    """Runs that cannot be compared as asked (missing, unfinished, or over different questions)."""
+    """Runs that cannot be compared as asked (missing, unfinished, unreadable, or over different questions)."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """What two runs' records of one id must agree on to be paired: the question text, and the golds as a set
+    (every answer metric takes the best over the golds, so their order and repeats change no score)."""
+
+    text: str
+    golds: frozenset[str]
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Question:
+        golds = record["golds"]
+        if not isinstance(record["question"], str) or not isinstance(golds, list):
+            raise TypeError("'question' must be a string and 'golds' a list")
+        return cls(record["question"], frozenset(map(str, golds)))
+
+    def difference(self, other: Question) -> str:
+        """How `other` differs, as an error message shows it."""
+        if self.text != other.text:
+            return f"question {self.text!r} vs {other.text!r}"
+        return f"golds {sorted(self.golds)} vs {sorted(other.golds)}"
 
 
 def _overrides(path: Path) -> list[str]:
@@ -138,10 +165,11 @@ class Run(RunDir):
     match: Match | None = field(default=None, repr=False)
     passage_rule: str = "title"
     _per_question: dict[str, dict[str, float]] | None = field(default=None, repr=False)
+    _questions: dict[str, Question] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, path: Path) -> Run:
-        report = json.loads((path / METRICS).read_text())
+        report = _metrics_file(path / METRICS)
         config = _config(path)
         match, rule = None, "title"
         if _setting(config, "metrics.passage_match", "title") == "token_overlap":
@@ -158,13 +186,56 @@ class Run(RunDir):
     def per_question(self) -> dict[str, dict[str, float]]:
         """Question id -> the figures that pair across runs: answer scores, retrieval recall and cost."""
         if self._per_question is None:
+            self._read()
+        return self._per_question  # type: ignore[return-value]
+
+    def questions(self) -> dict[str, Question]:
+        """Question id -> what a record must agree on to pair with this run's (`Question`)."""
+        if self._questions is None:
+            self._read()
+        return self._questions  # type: ignore[return-value]
+
+    def _read(self) -> None:
+        """Read predictions.jsonl once, refusing a file metrics.json was not computed from or a record compare
+        cannot read (named by path and line)."""
+        try:
+            numbered = finished_records(self.path)
+        except FileNotFoundError as e:
+            raise CompareError(f"{e}: paired tests read each question's scores from it") from e
+        except DataFormatError as e:
+            raise CompareError(str(e)) from e
+        path, n = self.path / "predictions.jsonl", self.info.get("n", self.metrics.get("n"))
+        if n is not None and n != len(numbered):
+            raise CompareError(
+                f"{self.path / METRICS} covers {n} questions but {path} holds {len(numbered)}: the run was resumed "
+                "and has not finished (rerun it to the end), or one of the files comes from another run"
+            )
+        cuts, self._questions, self._per_question = self.retrieval_cuts(), {}, {}
+        for line, record in numbered:
             try:
-                records = run_records(self.path)
-            except FileNotFoundError as e:
-                raise CompareError(f"{e}: paired tests read each question's scores from it") from e
-            cuts = self.retrieval_cuts()
-            self._per_question = {r["id"]: _figures(r, cuts, self.match) for r in records}
-        return self._per_question
+                self._questions[record["id"]] = Question.of(record)
+                self._per_question[record["id"]] = _figures(record, cuts, self.match)
+            except KeyError as e:
+                raise CompareError(f"{path}, line {line}: the record has no {e.args[0]!r}, which compare reads") from e
+            except (TypeError, ValueError, AttributeError) as e:
+                raise CompareError(f"{path}, line {line}: a malformed record ({e})") from e
+
+
+def _metrics_file(path: Path) -> dict[str, Any]:
+    """metrics.json as the runner writes it, else a CompareError naming the path and the line or key."""
+    try:
+        report = json.loads(path.read_bytes())
+    except json.JSONDecodeError as e:
+        raise CompareError(f"{path}, line {e.lineno}: not JSON ({e.msg}): rerun the run to rewrite it") from e
+    except ValueError as e:  # not UTF-8
+        raise CompareError(f"{path}: not JSON text ({e}): rerun the run to rewrite it") from e
+    for key in ("run", "metrics"):
+        if not isinstance(report, dict) or not isinstance(report.get(key), dict):
+            raise CompareError(f"{path}: no {key!r} object, which compare reads: not a metrics.json of eval.py")
+    for key, value in report["metrics"].items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CompareError(f"{path}: metrics[{key!r}] is {value!r}, not a number")
+    return report
 
 
 def _figures(record: dict[str, Any], cuts: Sequence[int | None] = (), match: Match | None = None) -> dict[str, float]:
@@ -245,15 +316,16 @@ class Group:
     def values(self, key: str) -> list[float]:
         return [float(r.metrics[key]) for r in self.runs if key in r.metrics]
 
-    def question_ids(self, intersect: bool = False) -> set[str]:
-        """The questions every run of the group answered; seeds over different questions are refused unless
+    def questions(self, intersect: bool = False) -> tuple[dict[str, Question], str]:
+        """The questions every run of the group answered alike, and a note on what `intersect` dropped ("" when
+        nothing); seeds over different questions, or whose shared ids hold different ones, are refused unless
         `intersect`."""
-        sets = [set(r.per_question()) for r in self.runs]
-        if any(s != sets[0] for s in sets) and not intersect:
+        kept, unshared, differing = pair([(r.path, r.questions()) for r in self.runs], intersect)
+        if unshared and not intersect:
             raise CompareError(
                 f"the seeds of {self.name!r} answered different questions: rerun them alike or --intersect"
             )
-        return set.intersection(*sets)
+        return kept, dropped_note(f"the seeds of {self.name!r}", len(kept), unshared, differing)
 
     def figure(self, key: str, ids: Sequence[str]) -> list[float] | None:
         """Per question of `ids`, the group's mean of figure `key` over its runs (None if any lacks it)."""
@@ -401,25 +473,60 @@ def _recall_column(key: str) -> Column:
     return Column(key, f"passage_hits{at}", header, 1, 100.0, denominator="passage_gold")
 
 
-def shared_questions(group: Group, baseline: Group, intersect: bool) -> list[str]:
-    ids, base = group.question_ids(intersect), baseline.question_ids(intersect)
-    shared = sorted(ids & base)
-    if ids != base and not intersect:
+def pair(
+    sides: Sequence[tuple[Path, Mapping[str, Question]]], intersect: bool
+) -> tuple[dict[str, Question], int, int]:
+    """The questions every side (a run directory and its questions) holds alike, by id; how many ids not every
+    side holds; and how many that every side holds, but not alike (another question text or other golds):
+    those are refused, naming both directories and one example, unless `intersect`."""
+    (first_dir, first), others = sides[0], sides[1:]
+    shared = set(first).intersection(*(q for _, q in others))
+    every = set(first).union(*(q for _, q in others))
+    differing: set[str] = set()
+    for other_dir, other in others:
+        differ = sorted(i for i in first.keys() & other.keys() if first[i] != other[i])
+        if differ and not intersect:
+            raise CompareError(
+                f"{first_dir} and {other_dir} hold {len(differ)} question ids whose question or golds differ, "
+                f"e.g. {differ[0]!r}: {first[differ[0]].difference(other[differ[0]])}: they are not the same "
+                "questions, so they are not paired; rerun on the same data, or --intersect keeps the questions "
+                "held alike"
+            )
+        differing.update(differ)
+    kept = {i: first[i] for i in sorted(shared - differing)}
+    return kept, len(every - shared), len(shared & differing)
+
+
+def dropped_note(what: str, kept: int, unshared: int, differing: int) -> str:
+    """What `--intersect` dropped and why ("" when it dropped nothing)."""
+    if not unshared and not differing:
+        return ""
+    return (f"--intersect: {what} are paired on {kept} questions, dropping {unshared} that not all of them "
+            f"answered and {differing} whose question text or golds differ between them.")  # fmt: skip
+
+
+def shared_questions(group: Group, baseline: Group, intersect: bool) -> tuple[list[str], list[str]]:
+    """The questions `group` and `baseline` both answered alike, and the notes on what `intersect` dropped."""
+    (base, base_note), (ids, own_note) = baseline.questions(intersect), group.questions(intersect)
+    kept, unshared, differing = pair([(baseline.runs[0].path, base), (group.runs[0].path, ids)], intersect)
+    if unshared and not intersect:
         raise CompareError(
             f"{group.name!r} answered {len(ids)} questions and the baseline {baseline.name!r} {len(base)}, "
-            f"{len(shared)} of them shared: different question sets are not compared unless --intersect "
+            f"{len(kept)} of them shared: different question sets are not compared unless --intersect "
             "asks for the shared ones"
         )
-    if not shared:
+    if not kept:
         raise CompareError(f"{group.name!r} and the baseline {baseline.name!r} share no question")
-    return shared
+    note = dropped_note(f"{group.name!r} and the baseline {baseline.name!r}", len(kept), unshared, differing)
+    return list(kept), [n for n in (base_note, own_note, note) if n]
 
 
-def _scale(column: Column, baseline: Group, ids: Sequence[str]) -> float | None:
-    """The factor from the per-question figure to the metric (None: no question has a denominator)."""
+def _scale(column: Column, group: Group, ids: Sequence[str]) -> float | None:
+    """The factor from the group's per-question figure to the metric: a micro average divides by the group's
+    own denominator (None: no question has one)."""
     if column.denominator is None:
         return column.scale
-    sizes = baseline.figure(column.denominator, ids)
+    sizes = group.figure(column.denominator, ids)
     mean = statistics.fmean(sizes) if sizes else 0.0
     return column.scale / mean if mean > 0 else None
 
@@ -442,21 +549,31 @@ def build(
         return Comparison([], None, [], [], resamples, train)
     base = pick_baseline(groups, baseline)
     columns = table_columns(groups)
-    tests = []
+    tests, notes = [], mixed_passage_rules(groups)
     for group in groups:
         if group is base:
             continue
-        ids = shared_questions(group, base, intersect)
-        for column in columns:
-            if column.per_question is None:
-                continue
-            a, b = base.figure(column.per_question, ids), group.figure(column.per_question, ids)
-            scale = _scale(column, base, ids)
-            if a is None or b is None or scale is None:
-                continue
-            a, b = [x * scale for x in a], [x * scale for x in b]
-            tests.append(Significance(group.name, column, paired_test(a, b, resamples=resamples, seed=seed)))
-    return Comparison(groups, base, columns, tests, resamples, train, mixed_passage_rules(groups))
+        ids, dropped = shared_questions(group, base, intersect)
+        notes += dropped
+        tests += _tests(group, base, ids, columns, resamples, seed)
+    return Comparison(groups, base, columns, tests, resamples, train, list(dict.fromkeys(notes)))
+
+
+def _tests(
+    group: Group, base: Group, ids: Sequence[str], columns: Sequence[Column], resamples: int, seed: int
+) -> list[Significance]:
+    """`group` against `base` on each paired column over `ids`, each side's values from its own records."""
+    tests = []
+    for column in columns:
+        if column.per_question is None:
+            continue
+        a, b = base.figure(column.per_question, ids), group.figure(column.per_question, ids)
+        scale_a, scale_b = _scale(column, base, ids), _scale(column, group, ids)
+        if a is None or b is None or scale_a is None or scale_b is None:
+            continue
+        a, b = [x * scale_a for x in a], [x * scale_b for x in b]
+        tests.append(Significance(group.name, column, paired_test(a, b, resamples=resamples, seed=seed)))
+    return tests
 
 
 def mixed_passage_rules(groups: Sequence[Group]) -> list[str]:
@@ -567,21 +684,40 @@ def significance_rows(comparison: Comparison) -> list[dict[str, str]]:
     return rows
 
 
+TABLE_NOTE = "Each row holds its runs' own metrics.json figures, over their own n questions."
+
+
+def significance_intro(comparison: Comparison, baseline: str) -> str:
+    """What the paired tests compare, and over how many questions (`baseline`: the name as the page shows it)."""
+    level = round(100 * comparison.significance[0].test.level)
+    ns = sorted({s.test.n for s in comparison.significance})
+    over = f"the {ns[0]} shared questions" if len(ns) == 1 else "the shared questions (column shared)"
+    return (f"Paired against the baseline {baseline} over {over}, those both answered alike (same id, question "
+            "text and golds); each side's value is its mean over them, from its own records: bootstrap "
+            f"{level}% CI of the difference and sign-flip permutation p "
+            f"({comparison.resamples} resamples).")  # fmt: skip
+
+
+def significance_header(comparison: Comparison) -> list[str]:
+    level = round(100 * comparison.significance[0].test.level)
+    return ["run", "metric", "shared", "baseline on shared", "run on shared", "Δ", f"{level}% CI", "p"]
+
+
+def significance_cells(comparison: Comparison) -> list[list[str]]:
+    rows = zip(comparison.significance, significance_rows(comparison))
+    return [[r["run"], s.column.header, r["shared"], r["baseline"], r["value"], r["diff"],
+             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]] for s, r in rows]  # fmt: skip
+
+
 def markdown_significance(comparison: Comparison) -> str:
     if not comparison.significance:
         return f"(no run to test against the baseline {comparison.baseline.name!r})"
-    level = round(100 * comparison.significance[0].test.level)
-    intro = (f"Paired against the baseline `{comparison.baseline.name}` over shared questions: "
-             f"bootstrap {level}% CI of the difference and sign-flip permutation p ({comparison.resamples} resamples).")  # fmt: skip
-    header = ["run", "metric", "shared", "baseline", "run value", "Δ", f"{level}% CI", "p"]
-    rows = zip(comparison.significance, significance_rows(comparison))
-    body = [[r["run"], s.column.header, r["shared"], r["baseline"], r["value"], r["diff"],
-             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]] for s, r in rows]  # fmt: skip
-    return intro + "\n\n" + _markdown(header, body)
+    intro = significance_intro(comparison, f"`{comparison.baseline.name}`")
+    return intro + "\n\n" + _markdown(significance_header(comparison), significance_cells(comparison))
 
 
 def report(comparison: Comparison) -> str:
-    parts = [markdown_table(comparison), markdown_significance(comparison)] if comparison.groups else []
+    parts = [TABLE_NOTE, markdown_table(comparison), markdown_significance(comparison)] if comparison.groups else []
     parts = [*(f"**Note.** {n}" for n in comparison.notes), *parts]
     if comparison.train:
         parts += ["Train runs: the monitored metric's best value, its epoch, and the last value. " + TRAIN_NOTE,
@@ -622,15 +758,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", help="eval or train run directories, multirun directories or globs")
     parser.add_argument("--baseline", help="the run the others are tested against (default: the first)")
     parser.add_argument("--out", type=Path, help="folder for the CSV tables, report.md and report.html")
-    parser.add_argument("--intersect", action="store_true", help="compare runs over their shared questions")
+    parser.add_argument("--intersect", action="store_true", help="pair runs on the questions they hold alike")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap and permutation resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         comparison = build(args.runs, args.baseline, args.intersect, args.resamples, args.seed)
-    except CompareError as e:
-        parser.error(str(e))
+    except CompareError as e:  # the runs, not the command line, are at fault: the message alone, no usage
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
     print(report(comparison), end="")
     if args.out is not None:
         write(comparison, args.out)

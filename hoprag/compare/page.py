@@ -9,9 +9,12 @@ from collections.abc import Sequence
 from html import escape
 
 from hoprag.compare import (
+    TABLE_NOTE,
     TRAIN_NOTE,
     Comparison,
-    significance_rows,
+    significance_cells,
+    significance_header,
+    significance_intro,
     table_cells,
     table_header,
     train_cells,
@@ -45,15 +48,8 @@ def _significance(comparison: Comparison) -> str:
     baseline = escape(comparison.baseline.name)  # type: ignore[union-attr]  # eval runs have a baseline
     if not comparison.significance:
         return f"<p>No run to test against the baseline <code>{baseline}</code>.</p>"
-    level = round(100 * comparison.significance[0].test.level)
-    intro = (f"Paired against the baseline <code>{baseline}</code> over the questions both "
-             f"answered (<em>shared</em>): bootstrap {level}% CI of the difference and sign-flip permutation p "
-             f"({comparison.resamples} resamples).")  # fmt: skip
-    header = ["run", "metric", "shared", "baseline", "run value", "Δ", f"{level}% CI", "p"]
-    rows = [[r["run"], s.column.header, r["shared"], r["baseline"], r["value"], r["diff"],
-             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]]
-            for s, r in zip(comparison.significance, significance_rows(comparison))]  # fmt: skip
-    return f"<p>{intro}</p>" + _table(header, rows)
+    intro = significance_intro(comparison, f"<code>{baseline}</code>")
+    return f"<p>{intro}</p>" + _table(significance_header(comparison), significance_cells(comparison))
 
 
 PLOTS = ("quality_cost", "sweep", "hops", "train")  # the plot files a report may write, `<name>.png`
@@ -85,6 +81,7 @@ def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | No
         parts += [
             *(f"<p><strong>Note.</strong> {escape(n)}</p>" for n in comparison.notes),
             "<h2>Eval runs</h2>",
+            f"<p>{escape(TABLE_NOTE)}</p>",
             _table(table_header(comparison), table_cells(comparison)),
             "<h3>Paired tests</h3>",
             _significance(comparison),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hoprag.data import validation as check
-from hoprag.data.records import iter_records, parse_records, write_jsonl
+from hoprag.data.records import iter_records, parse_located, parse_records, unique_ids, write_jsonl
 from hoprag.data.types import Passage, QAExample
 
 
@@ -73,13 +73,17 @@ def _corpus_passage(record: dict[str, Any], unquote: bool) -> Passage:
 def iter_corpus(path: str | os.PathLike, unquote_titles: bool = True) -> Iterator[Passage]:
     """Stream a FlashRAG corpus JSONL (wiki-18 is ~21M lines: never needs to fit in a list).
 
-    Records without `id` get the content-hash id. `unquote_titles=False` keeps titles verbatim.
+    Records without `id` get the content-hash id. `unquote_titles=False` keeps titles verbatim. Repeated ids
+    are not looked for here (that needs every id in memory, which the stream avoids); `read_corpus` refuses them.
     """
     return parse_records(iter_records(path), lambda r: _corpus_passage(r, unquote_titles))
 
 
 def read_corpus(path: str | os.PathLike, unquote_titles: bool = True) -> list[Passage]:
-    return list(iter_corpus(path, unquote_titles))
+    """The whole corpus, as `iter_corpus` reads it; a passage id given twice is an error naming the id and both
+    lines, so a retriever never sees two passages under one id."""
+    located = parse_located(iter_records(path), lambda r: _corpus_passage(r, unquote_titles))
+    return [p for _, p in unique_ids(located, lambda p: p.id, "passage id")]
 
 
 def write_corpus(passages: Iterable[Passage], path: str | os.PathLike) -> Path:

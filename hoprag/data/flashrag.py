@@ -26,14 +26,26 @@ GOLD_KEYS = ("type", "supporting_facts", "supporting_titles", "decomposition", "
 
 
 def _facts(raw: Any) -> list[tuple[str, int]]:
-    if isinstance(raw, dict):  # FlashRAG's dict of lists
-        titles, ids = raw.get("title", []), raw.get("sent_id")
-        if ids is None:
-            return [(str(t), -1) for t in titles]  # titles only; -1 = sentence unknown
-        if len(ids) != len(titles):
-            raise ValueError("metadata.supporting_facts: 'title' and 'sent_id' differ in length")
-        return [(str(t), int(i)) for t, i in zip(titles, ids)]
-    return [(str(t), int(i)) for t, i in raw]  # list of [title, sent_id]
+    field = "metadata.supporting_facts"
+    if not isinstance(raw, dict):
+        return check.each(raw, field, check.fact)  # list of [title, sent_id]
+    titles = check.each(raw.get("title", []), f"{field}.title", check.text)  # FlashRAG's dict of lists
+    if raw.get("sent_id") is None:
+        return [(t, -1) for t in titles]  # titles only; -1 = sentence unknown
+    ids = check.each(raw["sent_id"], f"{field}.sent_id", check.integer)
+    if len(ids) != len(titles):
+        raise ValueError(f"{field}: 'title' and 'sent_id' differ in length")
+    return list(zip(titles, ids))
+
+
+def _hop(raw: Any, field: str) -> Hop:
+    """A decomposition step as `to_flashrag` writes it: `{question, answer, support_title}`."""
+    support = check.mapping(raw, field).get("support_title")
+    return Hop(
+        check.text(check.key(raw, "question", field), f"{field}.question"),
+        check.answer(check.key(raw, "answer", field), f"{field}.answer"),
+        None if support is None else check.text(support, f"{field}.support_title"),
+    )
 
 
 def join_sentences(sentences: list[str]) -> str:
@@ -47,23 +59,34 @@ def join_sentences(sentences: list[str]) -> str:
     return text
 
 
+def _paired(columns: dict[str, Any], field: str) -> list[list[Any]]:
+    """FlashRAG's `{title: [...], sentences | content: [[...]]}` as `[title, sentences]` pairs."""
+    texts = "sentences" if "sentences" in columns else "content"
+    titles = check.listed(check.key(columns, "title", field), f"{field}.title")
+    paragraphs = check.listed(check.key(columns, texts, field), f"{field}.{texts}")
+    if len(titles) != len(paragraphs):
+        raise ValueError(f"{field}: 'title' and {texts!r} differ in length")
+    return [list(pair) for pair in zip(titles, paragraphs)]
+
+
 def _context(raw: Any) -> list[Passage]:
-    if isinstance(raw, dict):
-        raw = zip(raw["title"], raw["sentences"] if "sentences" in raw else raw["content"])
+    field = "metadata.context"
+    raw = _paired(raw, field) if isinstance(raw, dict) else raw
+    pairs = check.each(raw, field, lambda item, where: check.shaped(item, where, ("title", "sentences")))
     return unique_passages(
         make_passage(
-            check.text(t, f"metadata.context[{i}] title"),
-            join_sentences(check.sentences(s, f"metadata.context[{i}] sentences")),
+            check.text(t, f"{field}[{i}] title"),
+            join_sentences(check.sentences(s, f"{field}[{i}] sentences")),
         )
-        for i, (t, s) in enumerate(raw)
+        for i, (t, s) in enumerate(pairs)
     )
 
 
 def parse_flashrag(record: dict[str, Any]) -> QAExample:
     answers = check.answers(record["golden_answers"], "golden_answers")
-    meta = dict(record.get("metadata") or {})
+    meta = dict(check.mapping(record.get("metadata") or {}, "metadata"))
     facts = _facts(meta.get("supporting_facts", []))
-    titles = meta.get("supporting_titles", [t for t, _ in facts])
+    titles = check.each(meta.get("supporting_titles", [t for t, _ in facts]), "metadata.supporting_titles", check.text)
     return QAExample(
         id=check.identifier(record["id"], "id"),
         question=check.question(record["question"]),
@@ -72,8 +95,8 @@ def parse_flashrag(record: dict[str, Any]) -> QAExample:
         type=meta.get("type"),
         supporting_titles=distinct(titles),
         supporting_facts=[f for f in facts if f[1] >= 0],
-        decomposition=[Hop(**h) for h in meta.get("decomposition", [])],
-        evidences=[(str(s), str(r), str(o)) for s, r, o in meta.get("evidences", [])],
+        decomposition=check.each(meta.get("decomposition", []), "metadata.decomposition", _hop),
+        evidences=check.each(meta.get("evidences", []), "metadata.evidences", check.triple),
         context=_context(meta.get("context", [])),
         metadata={k: v for k, v in meta.items() if k not in GOLD_KEYS},
     )

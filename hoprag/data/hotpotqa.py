@@ -20,7 +20,8 @@ HOTPOT_KEYS = ("_id", "question", "answer", "type", "supporting_facts", "context
 def sentence_context(context: list, joiner: str) -> tuple[list[Passage], dict[str, list[str]]]:
     """Passages (deduplicated) and title → sentences from `[[title, [sentences]]]`."""
     passages, sentences = [], {}
-    for i, (title, sents) in enumerate(context):
+    for i, item in enumerate(check.listed(context, "context")):
+        title, sents = check.shaped(item, f"context[{i}]", ("title", "sentences"))
         title = check.text(title, f"context[{i}] title")
         sents = check.sentences(sents, f"context[{i}] sentences")
         sentences.setdefault(title, sents)
@@ -36,7 +37,7 @@ def supporting_facts(
     2Wiki's original release has facts one sentence past the end of their paragraph; they are kept so
     evaluation matches the official scorer, and counted so users can see them.
     """
-    facts = [(str(title), int(sent_id)) for title, sent_id in record.get("supporting_facts", [])]
+    facts = check.each(record.get("supporting_facts", []), "supporting_facts", check.fact)
     invalid = sum(1 for t, i in facts if not 0 <= i < len(sentences.get(t, ())))
     return facts, invalid
 

@@ -22,7 +22,7 @@ from hoprag.data.flashrag import parse_flashrag
 from hoprag.data.hotpotqa import parse_hotpotqa
 from hoprag.data.multihop_rag import parse_multihop_rag
 from hoprag.data.musique import parse_musique
-from hoprag.data.records import DataFormatError, iter_records, parse_records
+from hoprag.data.records import DataFormatError, iter_records, parse_located, unique_ids
 from hoprag.data.tatqa import parse_tatqa
 from hoprag.data.twowiki import parse_2wiki
 from hoprag.data.types import QAExample
@@ -77,10 +77,10 @@ def _detected(path: str | os.PathLike, format: str | None) -> tuple[str, Iterato
     return format, itertools.chain([first], records)
 
 
-def _examples(parsed: Iterable[QAExample | list[QAExample]]) -> Iterator[QAExample]:
-    """Each record's examples in order: one, or the several a context record holds."""
-    for item in parsed:
-        yield from item if isinstance(item, list) else (item,)
+def _examples(parsed: Iterable[tuple[str, QAExample | list[QAExample]]]) -> Iterator[tuple[str, QAExample]]:
+    """Each record's examples in order, with the record's location: one, or the several a context record holds."""
+    for where, item in parsed:
+        yield from ((where, ex) for ex in (item if isinstance(item, list) else (item,)))
 
 
 def load_questions(
@@ -99,7 +99,7 @@ def load_questions(
     the others as they are read, before `limit` counts. `split` picks the split of a file that
     holds several (ASQA's `ASQA.json`: "dev", the default, or "train"); other files hold one. Every
     record read is checked (`hoprag.data.validation`), so a bad one fails here, before any question is
-    answered.
+    answered; so is every question id read, which must not repeat (the error names both lines).
     """
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
@@ -109,7 +109,8 @@ def load_questions(
         raise ValueError(f"split={split!r}: {path} holds one split (only ASQA's ASQA.json holds several)")
     else:
         format, records = _detected(path, format)
-    parsed = _examples(parse_records(records, FORMATS[format]))
+    located = unique_ids(_examples(parse_located(records, FORMATS[format])), lambda ex: ex.id, "question id")
+    parsed = (ex for _, ex in located)
     examples = list(itertools.islice(parsed if keep is None else filter(keep, parsed), limit))
     name = dataset or (Path(path).parent.name if format == "flashrag" else format)
     for ex in examples:

@@ -18,14 +18,36 @@ MUSIQUE_KEYS = (
 )
 
 
+def _paragraphs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paragraphs in `idx` order, each checked; `is_supporting` is on all of them or on none (older
+    dumps): a paragraph without it where others have it would silently count as a distractor."""
+    paragraphs = check.objects(record["paragraphs"], "paragraphs", required=False)
+    marked = any("is_supporting" in p for p in paragraphs)
+    for i, p in enumerate(paragraphs):
+        where = f"paragraphs[{i}]"
+        check.integer(check.key(p, "idx", where), f"{where}.idx")
+        check.text(check.key(p, "title", where), f"{where}.title")
+        check.text(check.key(p, "paragraph_text", where), f"{where}.paragraph_text")
+        if marked:
+            check.boolean(check.key(p, "is_supporting", where), f"{where}.is_supporting")
+    return sorted(paragraphs, key=lambda p: p["idx"])
+
+
+def _steps(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The decomposition's steps, each with a question and an answer."""
+    steps = check.objects(record.get("question_decomposition", []), "question_decomposition", required=False)
+    for i, step in enumerate(steps):
+        where = f"question_decomposition[{i}]"
+        check.text(check.key(step, "question", where), f"{where}.question")
+        check.answer(check.key(step, "answer", where), f"{where}.answer")
+    return steps
+
+
 def parse_musique(record: dict[str, Any]) -> QAExample:
     qid = check.identifier(record["id"], "id")
-    for i, p in enumerate(record["paragraphs"]):
-        check.text(p["title"], f"paragraphs[{i}].title")
-        check.text(p["paragraph_text"], f"paragraphs[{i}].paragraph_text")
-    paragraphs = sorted(record["paragraphs"], key=lambda p: p["idx"])
+    paragraphs = _paragraphs(record)
     title_of = {p["idx"]: p["title"] for p in paragraphs}
-    steps = record.get("question_decomposition", [])
+    steps = _steps(record)
     if any("is_supporting" in p for p in paragraphs):
         gold = [p["title"] for p in paragraphs if p.get("is_supporting")]
     else:  # older dumps: derive the gold paragraphs from the decomposition

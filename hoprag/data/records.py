@@ -143,13 +143,35 @@ def parse_records(
     records: Iterable[tuple[str, dict[str, Any]]], parse: Callable[[dict[str, Any]], T]
 ) -> Iterator[T]:
     """Apply `parse` to each record; any structural error becomes a `DataFormatError` naming the record."""
+    return (item for _, item in parse_located(records, parse))
+
+
+def parse_located(
+    records: Iterable[tuple[str, dict[str, Any]]], parse: Callable[[dict[str, Any]], T]
+) -> Iterator[tuple[str, T]]:
+    """`parse_records` keeping each result's location, for the checks across records (`unique_ids`)."""
     for where, record in records:
         try:
-            yield parse(record)
+            yield where, parse(record)
         except KeyError as e:
             raise DataFormatError(f"{where}: missing required key {e.args[0]!r}") from None
         except (IndexError, TypeError, ValueError, AttributeError) as e:
             raise DataFormatError(f"{where}: {e}") from None
+
+
+def unique_ids(
+    located: Iterable[tuple[str, T]], id_of: Callable[[T], str], what: str
+) -> Iterator[tuple[str, T]]:
+    """The items as they come, stopped at the first whose id an earlier one had, naming the id and both
+    locations: everything downstream (retrievers, prediction files, metrics) keys by id, so one of the two
+    would silently shadow the other."""
+    first: dict[str, str] = {}
+    for where, item in located:
+        key = id_of(item)
+        if key in first:
+            raise DataFormatError(f"{where}: {what} {key!r} was already given at {first[key]}")
+        first[key] = where
+        yield where, item
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> Path:

@@ -33,18 +33,9 @@ def render_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _get(obj: Any, key: str, where: str) -> Any:
-    """`obj[key]`, where a missing key is reported with its path (`questions[2].uid`, not just `uid`)."""
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where!r} must be an object, got {type(obj).__name__}")
-    if key not in obj:
-        raise KeyError(f"{where}.{key}")
-    return obj[key]
-
-
 def _table(record: dict[str, Any]) -> Passage:
     table = record["table"]
-    rows = _get(table, "table", "table")
+    rows = check.key(table, "table", "table")
     if not isinstance(rows, list):
         raise ValueError(f"'table.table' must be a list of rows, got {type(rows).__name__}")
     for i, row in enumerate(rows):
@@ -52,7 +43,7 @@ def _table(record: dict[str, Any]) -> Passage:
             raise ValueError(f"'table.table[{i}]' must be a list of cells, got {type(row).__name__}")
         for j, cell in enumerate(row):
             check.text(cell, f"table.table[{i}][{j}]")
-    uid = check.identifier(_get(table, "uid", "table"), "table.uid")
+    uid = check.identifier(check.key(table, "uid", "table"), "table.uid")
     return Passage(id=uid, title="", text=render_table(rows), origin="table")
 
 
@@ -63,11 +54,9 @@ def _paragraphs(record: dict[str, Any]) -> list[Passage]:
     read = []
     for i, p in enumerate(paragraphs):
         where = f"paragraphs[{i}]"
-        order = _get(p, "order", where)
-        if not isinstance(order, int) or isinstance(order, bool):
-            raise ValueError(f"'{where}.order' must be an integer, got {order!r}")
-        uid = check.identifier(_get(p, "uid", where), f"{where}.uid")
-        text = check.text(_get(p, "text", where), f"{where}.text")
+        order = check.integer(check.key(p, "order", where), f"{where}.order")
+        uid = check.identifier(check.key(p, "uid", where), f"{where}.uid")
+        text = check.text(check.key(p, "text", where), f"{where}.text")
         read.append((order, Passage(id=uid, title="", text=text, origin="text")))
     return [p for _, p in sorted(read, key=lambda item: item[0])]
 
@@ -79,15 +68,15 @@ def _answers(value: Any, field: str) -> list[str]:
 
 def _question(q: Any, i: int, context_uid: str, context: list[Passage]) -> QAExample:
     where = f"questions[{i}]"
-    answer_from = check.choice(_get(q, "answer_from", where), f"{where}.answer_from", ANSWER_FROM)
-    answer_type = check.text(_get(q, "answer_type", where), f"{where}.answer_type")
-    rel = _get(q, "rel_paragraphs", where)
+    answer_from = check.choice(check.key(q, "answer_from", where), f"{where}.answer_from", ANSWER_FROM)
+    answer_type = check.text(check.key(q, "answer_type", where), f"{where}.answer_type")
+    rel = check.key(q, "rel_paragraphs", where)
     if not isinstance(rel, list):
         raise ValueError(f"'{where}.rel_paragraphs' must be a list, got {type(rel).__name__}")
     return QAExample(
-        id=check.identifier(_get(q, "uid", where), f"{where}.uid"),
-        question=check.question(_get(q, "question", where), f"{where}.question"),
-        answers=_answers(_get(q, "answer", where), f"{where}.answer"),
+        id=check.identifier(check.key(q, "uid", where), f"{where}.uid"),
+        question=check.question(check.key(q, "question", where), f"{where}.question"),
+        answers=_answers(check.key(q, "answer", where), f"{where}.answer"),
         dataset="tatqa",
         type=answer_type,
         context=list(context),
@@ -95,7 +84,7 @@ def _question(q: Any, i: int, context_uid: str, context: list[Passage]) -> QAExa
             "context_uid": context_uid,
             "answer_from": answer_from,
             "answer_type": answer_type,
-            "scale": check.text(_get(q, "scale", where), f"{where}.scale"),
+            "scale": check.text(check.key(q, "scale", where), f"{where}.scale"),
             "rel_paragraphs": [check.identifier(r, f"{where}.rel_paragraphs[{j}]") for j, r in enumerate(rel)],
             **extra_fields(q, QUESTION_KEYS),
         },

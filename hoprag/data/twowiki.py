@@ -59,7 +59,7 @@ def parse_2wiki(record: dict[str, Any]) -> QAExample:
     facts, invalid = supporting_facts(record, sentences)
     gold = distinct(t for t, _ in facts)
     titles = [p.title for p in context]
-    evidences = [(str(s), str(r), str(o)) for s, r, o in record.get("evidences", [])]
+    evidences = check.each(record.get("evidences", []), "evidences", check.triple)
     return QAExample(
         id=check.identifier(record["_id"], "_id"),
         question=check.question(record["question"]),

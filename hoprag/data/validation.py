@@ -8,7 +8,10 @@ Each check raises `ValueError` naming the field; `parse_records` adds the file a
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def _shown(value: Any) -> str:
@@ -75,12 +78,73 @@ def identifier(value: Any, field: str) -> str:
     raise ValueError(f"{field!r} must be a string or an integer, got {_shown(value)}")
 
 
-def objects(values: Any, field: str) -> list[dict[str, Any]]:
-    """A non-empty list of JSON objects (ASQA `qa_pairs`, AmbigDocs `documents`): the gold structure the
-    ambiguous-question metrics average over, so an empty one would leave them undefined."""
-    if not isinstance(values, list) or not values:
-        raise ValueError(f"{field!r} must be a non-empty list of objects, got {_shown(values)}")
+def objects(values: Any, field: str, required: bool = True) -> list[dict[str, Any]]:
+    """A list of JSON objects, non-empty unless `required=False` (ASQA `qa_pairs`, AmbigDocs `documents`: the
+    gold structure the ambiguous-question metrics average over, so an empty one would leave them undefined)."""
+    if not isinstance(values, list) or (required and not values):
+        kind = "a non-empty list" if required else "a list"
+        raise ValueError(f"{field!r} must be {kind} of objects, got {_shown(values)}")
     for i, value in enumerate(values):
-        if not isinstance(value, dict):
-            raise ValueError(f"{f'{field}[{i}]'!r} must be an object, got {_shown(value)}")
+        mapping(value, f"{field}[{i}]")
     return values
+
+
+def mapping(value: Any, field: str) -> dict[str, Any]:
+    """A JSON object (a list or a string in its place fails later with a message naming no field)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{field!r} must be an object, got {_shown(value)}")
+    return value
+
+
+def listed(values: Any, field: str) -> list[Any]:
+    """A JSON list: a string or an object in its place would be iterated as characters or keys."""
+    if not isinstance(values, list):
+        raise ValueError(f"{field!r} must be a list, got {type(values).__name__}: {_shown(values)}")
+    return values
+
+
+def each(values: Any, field: str, item: Callable[[Any, str], T]) -> list[T]:
+    """A JSON list with the check `item` applied to every element, each named `field[i]`."""
+    return [item(value, f"{field}[{i}]") for i, value in enumerate(listed(values, field))]
+
+
+def key(obj: Any, name: str, where: str) -> Any:
+    """`obj[name]` of the object at `where`; a missing key is reported with its path (`search_results[2].page_url`,
+    not just `page_url`): `parse_records` turns the KeyError into "missing required key ..."."""
+    if name not in mapping(obj, where):
+        raise KeyError(f"{where}.{name}")
+    return obj[name]
+
+
+def integer(value: Any, field: str) -> int:
+    """An integer (a sentence index, an order), not a boolean or a number written as a string."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{field!r} must be an integer, got {_shown(value)}")
+    return value
+
+
+def boolean(value: Any, field: str) -> bool:
+    """`true` or `false` (a label such as MuSiQue's `is_supporting`), not a string or a number."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{field!r} must be true or false, got {_shown(value)}")
+    return value
+
+
+def shaped(value: Any, field: str, parts: tuple[str, ...]) -> list[Any]:
+    """A JSON list of exactly these parts (`[title, sentences]`): anything else would be unpacked wrongly, a
+    string character by character."""
+    if not isinstance(value, list) or len(value) != len(parts):
+        raise ValueError(f"{field!r} must be a [{', '.join(parts)}] list, got {_shown(value)}")
+    return value
+
+
+def fact(value: Any, field: str) -> tuple[str, int]:
+    """A supporting fact `[title, sentence index]` (HotpotQA / 2Wiki `supporting_facts` items)."""
+    title, index = shaped(value, field, ("title", "sentence index"))
+    return text(title, f"{field}[0]"), integer(index, f"{field}[1]")
+
+
+def triple(value: Any, field: str) -> tuple[str, str, str]:
+    """An evidence triple `[subject, relation, object]` of strings (2Wiki `evidences` items)."""
+    parts = shaped(value, field, ("subject", "relation", "object"))
+    return text(parts[0], f"{field}[0]"), text(parts[1], f"{field}[1]"), text(parts[2], f"{field}[2]")

@@ -12,7 +12,6 @@ Data files enter by content (sha256), not by path, so the same files under anoth
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -26,7 +25,9 @@ from omegaconf import DictConfig, OmegaConf
 from hoprag.config import select_settings
 from hoprag.data.fetch import ensure_file
 from hoprag.paths import data_root
+from hoprag.utils.contract import sha256
 from hoprag.utils.run_control import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
+from hoprag.utils.secrets import HYDRA_FILES, save_redacted
 
 FINGERPRINT = "run_fingerprint.json"
 ABSENT = "<absent>"
@@ -53,15 +54,6 @@ def eval_fingerprint(cfg: DictConfig) -> dict[str, Any]:
         if name is not None:
             fingerprint["data"][key] = {"sha256": sha256(ensure_file(name, root))}
     return fingerprint
-
-
-def sha256(path: str | os.PathLike) -> str:
-    """The file's content hash, read in 1 MiB chunks (a large corpus never sits in memory)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def diff(saved: Any, requested: Any, prefix: str = "") -> list[str]:
@@ -131,13 +123,14 @@ def _short(value: Any, width: int = 100) -> str:
 
 
 def save_hydra_files(directory: str | os.PathLike, cfg: DictConfig) -> None:
-    """Hydra's `.hydra/` files (config, hydra, overrides), written by the entry point once the resume check
-    has passed (the configs set `hydra.output_subdir: null`, so a refused rerun does not rewrite them)."""
+    """Hydra's `.hydra/` files (config, hydra, overrides), written by the entry point once the preflight
+    has passed (the configs set `hydra.output_subdir: null`, so a refused rerun does not rewrite them), with
+    their secrets redacted (`hoprag.utils.secrets`)."""
     if not HydraConfig.initialized():  # composed in a test, not launched by @hydra.main
         return
     hydra_dir = Path(directory) / ".hydra"
-    hydra_dir.mkdir(parents=True, exist_ok=True)
     hydra_cfg = HydraConfig.get()
-    OmegaConf.save(cfg, hydra_dir / "config.yaml")
-    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), hydra_dir / "hydra.yaml")
-    OmegaConf.save(hydra_cfg.overrides.task, hydra_dir / "overrides.yaml")
+    config, hydra, overrides = HYDRA_FILES
+    save_redacted(cfg, hydra_dir / config)
+    save_redacted({"hydra": hydra_cfg}, hydra_dir / hydra)
+    save_redacted(hydra_cfg.overrides.task, hydra_dir / overrides)

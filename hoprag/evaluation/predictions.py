@@ -37,24 +37,11 @@ class PredictionFile:
 
     def _load(self) -> list[dict[str, Any]]:
         raw = self.path.read_bytes()
-        lines = [(n, line) for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
-        records, seen = [], set()
-        for i, (n, line) in enumerate(lines):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                if i < len(lines) - 1:
-                    raise DataFormatError(f"{self.path}, line {n}: not JSON (only a truncated last line may be)")
-                log.warning("%s: dropping a truncated last line (a killed run was writing it)", self.path)
-                break
-            if not isinstance(record, dict) or "id" not in record:
-                raise DataFormatError(f"{self.path}, line {n}: not a prediction record")
-            if record["id"] in seen:
-                raise DataFormatError(f"{self.path}, line {n}: question {record['id']!r} is answered twice")
-            seen.add(record["id"])
-            records.append(record)
-        self._damaged = len(records) != len(lines) or bool(raw and not raw.endswith(b"\n"))
-        return records
+        numbered, truncated = _parse(self.path, raw)
+        if truncated is not None:
+            log.warning("%s: dropping a truncated last line (a killed run was writing it)", self.path)
+        self._damaged = truncated is not None or bool(raw and not raw.endswith(b"\n"))
+        return [record for _, record in numbered]
 
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -84,12 +71,47 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def run_records(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """The prediction records of an `eval.py` run directory (for scripts that show a run)."""
+def _parse(path: Path, raw: bytes) -> tuple[list[tuple[int, dict[str, Any]]], int | None]:
+    """The records of `raw` with their line numbers, and the number of a truncated last line (None when there
+    is none). Any other broken line, a line that is not a record, or an id answered twice raises."""
+    lines = [(n, line) for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
+    records, seen = [], set()
+    for i, (n, line) in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:  # JSONDecodeError, or UnicodeDecodeError for a line cut inside a character
+            if i < len(lines) - 1:
+                raise DataFormatError(f"{path}, line {n}: not JSON (only a truncated last line may be)") from None
+            return records, n
+        if not isinstance(record, dict) or "id" not in record:
+            raise DataFormatError(f"{path}, line {n}: not a prediction record (a JSON object with an 'id')")
+        if record["id"] in seen:
+            raise DataFormatError(f"{path}, line {n}: question {record['id']!r} is answered twice")
+        seen.add(record["id"])
+        records.append((n, record))
+    return records, None
+
+
+def finished_records(run_dir: str | os.PathLike) -> list[tuple[int, dict[str, Any]]]:
+    """A finished `eval.py` run's records with their line numbers, for reports that pin a problem to a line.
+    Unlike resuming, a truncated last line is an error: a finished run wrote every line whole."""
+    path = _predictions_path(run_dir)
+    numbered, truncated = _parse(path, path.read_bytes())
+    if truncated is not None:
+        raise DataFormatError(f"{path}, line {truncated}: truncated (a killed rerun was writing it?)")
+    return numbered
+
+
+def _predictions_path(run_dir: str | os.PathLike) -> Path:
     path = Path(run_dir) / "predictions.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: give the run directory of an eval.py run")
-    return PredictionFile(path).records
+    return path
+
+
+def run_records(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The prediction records of an `eval.py` run directory (for scripts that show a run)."""
+    return PredictionFile(_predictions_path(run_dir)).records
 
 
 def metrics_summary(run_dir: str | os.PathLike, keys: Iterable[str]) -> str:

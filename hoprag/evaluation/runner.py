@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
 from pathlib import Path
 from typing import Any
@@ -82,12 +82,15 @@ def run(
     suite: MetricSuite | None = None,
     run_info: Mapping[str, Any] | None = None,
     fingerprint: Mapping[str, Any] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """Answer the questions not yet in `output_dir/predictions.jsonl`, then write and return the metrics.
 
     `fingerprint` (`fingerprint.eval_fingerprint(cfg)`) is saved when the run starts afresh and must match
     when it resumes; `run_info` and the method's `run_info()` go into metrics.json beside the metrics.
-    `overwrite` discards the directory's predictions, metrics and fingerprint once the dataset is checked.
+    Nothing in `output_dir` changes before the preflight has passed (the questions checked, the resume
+    allowed, the LLM probed for what the method needs); then `on_start` is called (eval.py writes `.hydra/`)
+    and `overwrite` discards the directory's predictions, metrics and fingerprint.
     """
     suite = suite or MetricSuite()
     repeated = [i for i, n in Counter(ex.id for ex in examples).items() if n > 1]
@@ -95,30 +98,36 @@ def run(
         raise ValueError(f"the dataset has {len(repeated)} duplicate question ids, e.g. {repeated[:3]}")
     output_dir = Path(output_dir)
     store = PredictionFile(output_dir / PREDICTIONS)
+    if not overwrite:
+        refuse_mixing(store, method.name, examples, fingerprint)
+    todo = list(examples) if overwrite else [ex for ex in examples if ex.id not in store.ids]
+    if todo:  # e.g. a server without log-probs, or a router's training questions: refused before any
+        method.check_questions(todo)  # question is asked or an old run removed
+        method.check_capabilities()
+    if on_start is not None:
+        on_start()
     if overwrite:
         store.clear()
         for name in (METRICS, fp.FINGERPRINT):
             (output_dir / name).unlink(missing_ok=True)
-    else:
-        refuse_mixing(store, method.name, examples, fingerprint)
     output_dir.mkdir(parents=True, exist_ok=True)
     if fingerprint is not None and fp.load(output_dir) != fingerprint:  # a fresh start
         fp.save(output_dir, fingerprint)
-    todo = [ex for ex in examples if ex.id not in store.ids]
     if len(todo) < len(examples):
         log.info("resuming: %d of %d answers kept in %s", len(examples) - len(todo), len(examples), store.path)
-    if todo:
-        method.check_capabilities()  # e.g. a server without log-probs: refused before any question is asked
     started = time.perf_counter()
+    spent: list[Cost] = []  # this run's cost records, for the bar's LLM calls and tokens so far
     with progress.bar(total=len(examples), initial=len(examples) - len(todo), desc=method.name, unit="q") as bar:
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]
             costs = [Cost() for _ in batch]
             outputs = method.answer(batch, costs)
+            spent += costs
             if len(outputs) != len(batch):
                 raise RuntimeError(f"{method.name} answered {len(outputs)} of {len(batch)} questions")
             rows = suite.judge([EvalRow.from_example(ex, o.prediction, o.retrieved) for ex, o in zip(batch, outputs)])
             store.append(_record(method.name, *answered, suite) for answered in zip(batch, rows, outputs, costs))
+            bar.set_postfix(refresh=False, **progress.spent(spent))
             bar.update(len(batch))
     by_id = {r["id"]: r for r in store.records}
     metrics = summarize([by_id[ex.id] for ex in examples], suite)
@@ -203,12 +212,15 @@ def _row(record: Mapping[str, Any]) -> EvalRow:
 
 
 def summarize(records: Sequence[Mapping[str, Any]], suite: MetricSuite) -> dict[str, float]:
-    """The suite's metrics over the records alone, parse failures, the methods' stats, and the mean and total
-    per question of every numeric cost figure (and of the seconds of each stage)."""
+    """The suite's metrics over the records alone, parse failures, the questions with an empty search, the
+    methods' stats, and the mean and total per question of every numeric cost figure (and of the seconds of
+    each stage)."""
     metrics: dict[str, float] = dict(suite([_row(r) for r in records]))
     failures = sum(bool(r["parse_failed"]) for r in records)
     metrics["parse_failures"] = failures
     metrics["parse_failures_pct"] = round(100 * failures / len(records), 1)
+    if any(r["cost"].get("retrieval_calls") for r in records):  # questions with a search that found no hit
+        metrics["retrieval/empty_results"] = sum(r["cost"].get("empty_results", 0) > 0 for r in records)
 
     totals: dict[str, float] = defaultdict(float)
     for r in records:

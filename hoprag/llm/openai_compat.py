@@ -53,6 +53,7 @@ from typing import Any
 
 from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, covering_tokens, cut_at_stop
 from hoprag.llm.tokenizer import render_prompt
+from hoprag.utils.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -249,14 +250,15 @@ class OpenAICompatLLM(LLM):
 
     def identity(self) -> str:
         """Everything besides the prompt and the sampling fields that changes a reply: the generation
-        cache's key (a server that serves another model behind the same URL misses the cache)."""
+        cache's key (a server that serves another model behind the same URL misses the cache). Credentials
+        are not part of it: the API key never is, and a secret in `extra_body` enters redacted."""
         caps = self.capabilities
         return json.dumps(
             {
                 "backend": type(self).__name__, "base_url": self.base_url, "model": self.model,
                 "served_model": caps.get("model"), "chat": self.chat, "logprobs": self.logprobs,
                 "logprob_fields": caps.get("logprob_fields"), "server_prefill": caps.get("prefill"),
-                "tokenizer": self.tokenizer_ref, "extra_body": self.extra_body,
+                "tokenizer": self.tokenizer_ref, "extra_body": redact(self.extra_body),
             },
             sort_keys=True,
         )  # fmt: skip

@@ -80,6 +80,10 @@ class Method:
                 f"(capabilities: {getattr(self.llm, 'capabilities', None)}). Avoid it with {ways}"
             )
 
+    def check_questions(self, examples: Sequence[QAExample]) -> None:
+        """Refuse, before any answer is written or an old run removed, questions these settings must not be
+        evaluated on (e.g. the training questions of a trained router); none by default."""
+
     def run_info(self) -> dict[str, Any]:
         """Settings that qualify every figure of a run (e.g. how tokens were counted, which verifier judged):
         the runner writes them into metrics.json's `run` section. JSON-serialisable values only."""

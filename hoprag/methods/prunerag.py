@@ -7,6 +7,7 @@ The tree search lives in `hoprag.search.prunerag`; this class wires it to the ru
 batch, final answers from the last `\\boxed{}` (no box: the extractor's reading, counted as a parse
 failure), every passage retrieved anywhere in the tree as `retrieved` (recall, all-gold-retrieved, EFR),
 the tree in the trace and its figures in `stats` (decision calls, RN, nodes, depth, parse errors ...).
+A question whose tree reached `max_nodes` has `capped: 1` in `stats` and, in the trace, the splits not made.
 """
 
 from __future__ import annotations
@@ -20,16 +21,17 @@ from hoprag.llm.base import LLM
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.aggregate import Aggregator
-from hoprag.search.prunerag.builder import PruneTreeBuilder
+from hoprag.search.prunerag.builder import MAX_NODES, PruneTreeBuilder
 from hoprag.search.prunerag.parsing import ACTIONS
-from hoprag.search.prunerag.tree import Node, tree_stats
+from hoprag.search.prunerag.tree import CAPPED, Node, tree_stats
+from hoprag.search.steps import capped
 
 LLM_STAGES = ("decision", "aggregate", "answer")
 
 
 class PruneRAG(Method):
     """The tree knobs are `PruneTreeBuilder`'s (k, max_depth, threshold, strict_threshold, use_confidence,
-    actions, retry_actions, all_decom_depth, branching, confidence_span, confidence_mean, batching), the
+    actions, retry_actions, all_decom_depth, branching, confidence_span, confidence_mean, batching, max_nodes), the
     aggregation knobs `Aggregator`'s (aggregation, include_context_for_all_leaves, show_internal_context).
     `decision_generation` and `generation` are the sampling overrides of the decision and answer calls.
     The small-model aids are the builder's `decision_prefix`, `decision_examples`, `free_text_fallback`,
@@ -65,6 +67,7 @@ class PruneRAG(Method):
         min_children: int | None = None,
         lenient_json: bool = False,
         answer_prefix: str | None = None,
+        max_nodes: int = MAX_NODES,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
@@ -76,6 +79,7 @@ class PruneRAG(Method):
             confidence_mean=confidence_mean, batching=batching, passage_template=passage_template,
             generation=decision_generation, decision_prefix=decision_prefix, decision_examples=decision_examples,
             free_text_fallback=free_text_fallback, min_children=min_children, lenient_json=lenient_json,
+            max_nodes=max_nodes,
         )  # fmt: skip
         self.aggregator = Aggregator(
             llm, mode=aggregation, max_depth=max_depth, passage_template=passage_template,
@@ -109,6 +113,9 @@ class PruneRAG(Method):
             trace = {"tree": root.to_dict(), "output": final.output, "aggregation": self.aggregator.mode}
             if final.node_results:
                 trace["node_results"] = list(final.node_results)
+            refused = [n.query for n in root.walk() if n.status == CAPPED]
+            if refused:
+                trace["capped"] = capped(root.query, "max_nodes", self.builder.max_nodes, splits_not_made=refused)
             outputs.append(MethodOutput(final.prediction, _all_passages(root), trace, final.failed, stats))
         return outputs
 

@@ -14,7 +14,9 @@ they kept (P18: the answerer is unchanged; the LLM's own knowledge means no refe
 abstains gives "I don't know" without an answer call). Per question the record keeps the route, the router's
 reply, the context tokens the answerer read, the answer's parse result (`### Final Answer` in the CoT
 variant), the LLM-alone reply of a fallback run, and the figures a source reports per question
-(`question_stats`, merged into the stats as `<source>/<key>`).
+(`question_stats`, merged into the stats as `<source>/<key>`). A tuned router comes with its contract
+(`hoprag.routers.router`): an export made for other options, another router prompt or another base model is
+refused when the method is built, and a question it was trained on is refused before any is routed.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ IDK_ANSWER = "I don't know"
 
 class Router(Protocol):
     def route(self, questions: Sequence[str], costs: Sequence[Cost | None] | None = None) -> list[Any]: ...
+
+    def check_unseen(self, examples: Sequence[QAExample]) -> None: ...
 
 
 def reference_context(passages: Sequence[Passage]) -> Context:
@@ -94,9 +98,20 @@ class PruningRAG(Method):
         self.cot, self.icl, self.cross_domain, self.grounded = cot, icl, cross_domain, grounded
         icl_examples(None, icl, cross_domain)  # checks icl's range now, not mid-run
 
+    def check_questions(self, examples: Sequence[QAExample]) -> None:
+        """A trained router (or the API source's trained domain classifier) is never evaluated on a question
+        it was trained on: refused in the preflight, before the first batch."""
+        if self.router is not None:
+            self.router.check_unseen(examples)
+        for source in self.sources.values():
+            check = getattr(source, "check_questions", None)  # optional: sources with a trained part
+            if check is not None:
+                check(examples)
+
     def routes(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[tuple[tuple[str, ...], Any]]:
         if self.strategy == "fixed":
             return [(self.fixed, None) for _ in examples]
+        self.router.check_unseen(examples)  # again per batch, for callers that skip the runner's preflight
         decisions = self.router.route([ex.question for ex in examples], costs)
         for d in decisions:
             missing = [s for s in d.sources if s != ABSTAIN and s not in self.sources]

@@ -4,7 +4,8 @@ NLI-guided MCTS over sampled JSON answers, then AP / CR / Sup of the chosen answ
 Per question, `stats` holds the three faithfulness figures, the search's cost in LLM samples and NLI pairs
 (`nli_pairs`: pairs asked for; `nli_forwards` and `nli_calls`: the verifier's cache misses and batched
 calls over the batch, shared evenly, as batched wall time is), and the chosen node's reward, value and
-visits; the runner averages them into `method/<key>`. The trace holds the whole tree.
+visits, and `capped` (1: the search stopped at `search.max_llm_calls`, see `hoprag.search.mcts`); the runner
+averages them into `method/<key>`. The trace holds the whole tree (with `capped`: after how many simulations).
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class SCRAGSearch(Method):
             "answer_visits": float(node.visits),
             "context_passages": float(len(tree.root.ctx)),
             "answer_context_passages": float(len(node.ctx)),
+            "capped": float(tree.capped is not None),
         }
 
     @staticmethod

@@ -8,6 +8,8 @@ The traversal lives in `hoprag.search.treerare`; this class wires it to the runn
 level by level, then one FAG call per question whose answer is read after the last FINAL marker (no marker:
 the extractor's reading of the whole reply, counted as a parse failure). Every passage read anywhere in the
 tree is `retrieved`; the tree goes in the trace, its figures (nodes, height, queries, fallbacks) in `stats`.
+A question over `search.max_nodes` is answered from its nodes nearest the root: `capped: 1` in `stats`, and
+the nodes skipped under the trace's `tree.capped`.
 """
 
 from __future__ import annotations

@@ -105,6 +105,11 @@ class Embedder:
             "passage_template": self.passage_template,
         }
 
+    def describe_encoding(self) -> dict[str, Any]:
+        """What determines query and passage vectors alike (`describe()`, the query prefix, the pooling): a
+        model trained on these vectors (TreeHop) records it and is refused with an embedder that differs."""
+        return {**self.describe(), "query_prefix": self.query_prefix, "pooling": self.pooling}
+
     def _vectors(self, texts: list[str], batch_size: int | None) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

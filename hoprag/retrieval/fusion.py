@@ -1,5 +1,10 @@
 """Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009): combines rankings by rank alone, so
-scores on different scales (BM25, cosine) need no calibration."""
+scores on different scales (BM25, cosine) need no calibration.
+
+Every fused score is positive, so fusion cannot tell a hit from a non-hit: a fused passage is a hit because
+it is a hit of at least one input ranking. Callers pass rankings of hits only (what `Retriever.search`
+returns), never a lexical ranking's zero-score tail.
+"""
 
 from __future__ import annotations
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import hoprag
+from hoprag.utils.contract import ContractMismatch, mismatches
 
 MANIFEST = "manifest.json"
 
 
-class IndexMismatchError(ValueError):
+class IndexMismatchError(ContractMismatch):
     """A saved index was built from another corpus or with other settings than the ones requested."""
 
 
@@ -54,11 +55,7 @@ def check_manifest(
 ) -> None:
     """Raise IndexMismatchError naming every field of `expected` that the saved manifest contradicts,
     and `fix`, what to do about it."""
-    diffs = [
-        f"{key}: saved {manifest.get(key)!r}, requested {value!r}"
-        for key, value in expected.items()
-        if manifest.get(key) != value
-    ]
+    diffs = mismatches(manifest, expected)
     if diffs:
         raise IndexMismatchError(
             f"the index in {directory} does not match the request ({'; '.join(diffs)}); it is left as it is: {fix}"

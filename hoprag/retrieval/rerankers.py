@@ -4,6 +4,8 @@ full question, spec/treerare.md §2.7), batched over questions: one model call s
 Each query's candidates are de-duplicated by passage id (first occurrence wins), sorted by the
 reranker's score (ties keep their input order) and cut to k; the returned hits carry the new score and
 rank. The official code de-duplicates with a set and so loses the order; here the order is the score's.
+A reranker reorders the hits it is given and never adds one: a passage its retriever did not return (e.g.
+one sharing no term with a BM25 query) cannot come back through it, whatever score it would get.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
-from hoprag.retrieval.sparse import BM25Index
+from hoprag.retrieval.sparse import BM25Index, lexical_hits
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,11 @@ class Retriever:
     def search(
         self, queries: Sequence[str], k: int, costs: Sequence[Cost | None] | None = None, stage: str = "retrieval"
     ) -> list[list[Hit]]:
-        """One list of at most k hits per query, best first.
+        """One list of at most k hits per query, best first; fewer, or none, when fewer passages are hits.
 
         `costs` (one record or None per query) are charged one retrieval call each, the ids of the
-        passages their query got, and an even share of the call's wall time under `stage`.
+        passages their query got, an even share of the call's wall time under `stage`, and one
+        `empty_results` when their query got no hit.
         """
         if isinstance(queries, str):
             raise TypeError("search() takes a batch of queries: wrap a single query in a list")
@@ -102,6 +103,7 @@ class Retriever:
         for cost, hits in zip(costs or (), results):
             if cost is not None:
                 cost.add_retrieval([h.passage.id for h in hits], share, stage)
+                cost.empty_results += not hits
         return results
 
     def reset_calls(self) -> int:
@@ -113,12 +115,15 @@ class Retriever:
         raise NotImplementedError
 
     def _hits(self, scores: np.ndarray, indices: np.ndarray) -> list[list[Hit]]:
-        """Hits from (n_queries, k) index results; row index -1 (no result) is skipped."""
-        results = []
-        for row_scores, row_ids in zip(scores.tolist(), indices.tolist()):
-            found = [(s, i) for s, i in zip(row_scores, row_ids) if i >= 0]
-            results.append([Hit(self.passages[i], s, rank) for rank, (s, i) in enumerate(found, start=1)])
-        return results
+        """Hits from (n_queries, k) dense index results. A dense hit is any real index row, whatever its
+        score: an inner product or cosine can be <= 0 and still rank (unlike a lexical 0, it does not mean
+        "nothing matches"). Row -1 (an approximate index found fewer than k) is not a hit."""
+        rows = zip(indices.tolist(), scores.tolist())
+        return self._ranked([[(i, s) for i, s in zip(ids, row_scores) if i >= 0] for ids, row_scores in rows])
+
+    def _ranked(self, found: list[list[tuple[int, float]]]) -> list[list[Hit]]:
+        """Hits from per-query (row, score) pairs, best first, ranked from 1."""
+        return [[Hit(self.passages[i], s, rank) for rank, (i, s) in enumerate(pairs, start=1)] for pairs in found]
 
 
 def _index_dir(
@@ -236,7 +241,8 @@ class DenseRetriever(Retriever):
 
 
 class BM25Retriever(Retriever):
-    """Lexical BM25 search (bm25s) over titles and texts."""
+    """Lexical BM25 search (bm25s) over titles and texts; only passages with a positive score are hits
+    (`lexical_hits`), so a query none of whose terms is in the corpus gets none."""
 
     def __init__(
         self,
@@ -261,7 +267,7 @@ class BM25Retriever(Retriever):
         self.build_seconds = self.index.build_seconds
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        return self._hits(*self.index.search(queries, k))
+        return self._ranked(lexical_hits(*self.index.search(queries, k)))
 
 
 class FusionRetriever(Retriever):
@@ -269,6 +275,8 @@ class FusionRetriever(Retriever):
 
     `dense` and `sparse` are retrievers, or factories (Hydra `_partial_` objects) called with
     `corpus=corpus`. `calls` counts each query once; the two inner retrievers keep their own counts.
+    Both sides return hits only, so a fused passage is a real hit of at least one of them: a query BM25
+    finds nothing for gets the dense hits alone.
     """
 
     def __init__(

@@ -10,6 +10,12 @@ process can then merge them (`merge=true`) into the same FAISS index one process
 Merging trains on a uniform random sample of the vectors and adds them a chunk at a time, so its memory
 is the index plus one chunk, never the corpus.
 
+Each shard is stamped last (`shard-NNNNN.stamp.json`, atomically): the embedder (a digest of its
+`describe()`), its passage template, the corpus fingerprint, the shard's row range, the dtype, and each
+file's byte length and sha256. A shard counts as done only when its stamp matches the plan and its files
+have the stamped lengths, so a resumed build rebuilds a short or foreign shard (logged); a merge also
+checks every checksum and refuses a missing, foreign, truncated or misplaced shard, naming its file.
+
 Shards are kept after the merge: encoding is the expensive part, and another index type over the same
 embedder (Flat vs IVF-PQ) reuses them.
 """
@@ -39,11 +45,13 @@ from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_dig
 from hoprag.retrieval.retrievers import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
 from hoprag.retrieval.sparse import BM25Index
 from hoprag.utils import progress as bars
+from hoprag.utils.contract import mismatches, sha256
 
 log = logging.getLogger(__name__)
 
 PLAN_FILE = "shards.json"
 DTYPES = ("float32", "float16")
+LAYOUT_KEYS = ("corpus_fingerprint", "num_passages", "shard_size", "dtype", "dim")  # the plan beside describe()
 
 
 class Corpus(Protocol):
@@ -122,7 +130,7 @@ class ShardStore:
         path = directory / PLAN_FILE
         if path.is_file():
             saved = json.loads(path.read_text(encoding="utf-8"))
-            diffs = [f"{k}: saved {saved.get(k)!r}, requested {v!r}" for k, v in plan.items() if saved.get(k) != v]
+            diffs = mismatches(saved, plan)
             if diffs:
                 raise IndexMismatchError(f"the shards in {directory} were planned otherwise ({'; '.join(diffs)})")
         else:
@@ -140,11 +148,68 @@ class ShardStore:
     def ids_path(self, shard: int) -> Path:
         return self.directory / f"shard-{shard:05d}.json"
 
+    def stamp_path(self, shard: int) -> Path:
+        return self.directory / f"shard-{shard:05d}.stamp.json"
+
+    def identity(self, shard: int) -> dict[str, Any]:
+        """What the stamp of `shard` must say to belong to this plan: the embedder (a digest of its
+        `describe()`), its passage template, the corpus, the shard's rows and the dtype."""
+        embedder = {k: v for k, v in self.plan.items() if k not in LAYOUT_KEYS}
+        return {
+            "embedder": settings_digest(embedder),
+            "passage_template": self.plan.get("passage_template"),
+            "corpus_fingerprint": self.plan.get("corpus_fingerprint"),
+            "rows": list(self.bounds(shard)),
+            "dtype": self.plan["dtype"],
+        }
+
+    def stamp(self, shard: int) -> None:
+        """Write the stamp of a published shard: its identity and each file's byte length and sha256."""
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
+                 for p in (self.vectors_path(shard), self.ids_path(shard))}  # fmt: skip
+        _write_atomic(self.stamp_path(shard), json.dumps({**self.identity(shard), "files": files}, indent=1))
+
+    def problems(self, shard: int, checksums: bool = False) -> list[str]:
+        """Why `shard` is not usable ([] when it is): no stamp, a stamp of another plan (a foreign shard, or
+        other rows), a file missing or of another byte length than stamped (truncated), and with
+        `checksums` (read every byte) another sha256."""
+        path = self.stamp_path(shard)
+        if not path.is_file():
+            return [f"{path.name} is missing (an unfinished shard, or one from before shards were stamped)"]
+        stamp = json.loads(path.read_text(encoding="utf-8"))
+        found = [f"{path.name} {diff}" for diff in mismatches(stamp, self.identity(shard), ("stamped", "planned"))]
+        for file in (self.vectors_path(shard), self.ids_path(shard)):
+            record = stamp.get("files", {}).get(file.name, {})
+            if not file.is_file():
+                found.append(f"{file.name} is missing")
+            elif file.stat().st_size != record.get("bytes"):
+                found.append(f"{file.name} bytes: stamped {record.get('bytes')}, on disk {file.stat().st_size}")
+            elif checksums and (digest := sha256(file)) != record.get("sha256"):
+                found.append(f"{file.name} sha256: stamped {record.get('sha256')}, on disk {digest}")
+        return found
+
     def done(self, shard: int) -> bool:
-        return self.vectors_path(shard).is_file()
+        return not self.problems(shard)
 
     def missing(self) -> list[int]:
         return [k for k in range(self.num_shards) if not self.done(k)]
+
+    def check_complete(self) -> None:
+        """Before a merge: FileNotFoundError when shards were never published, IndexMismatchError naming each
+        published shard that is unstamped, foreign, truncated, misplaced or corrupt (checksums read)."""
+        absent = [k for k in range(self.num_shards) if not self.vectors_path(k).is_file()]
+        if absent:
+            raise FileNotFoundError(
+                f"{len(absent)} of {self.num_shards} shards are missing in {self.directory} (first: {absent[:5]}): "
+                "run the shard=i/n workers (or the build without merge=true) first"
+            )
+        bad = {k: found for k in range(self.num_shards) if (found := self.problems(k, checksums=True))}
+        if bad:
+            named = "; ".join(f"shard {k}: {', '.join(found)}" for k, found in bad.items())
+            raise IndexMismatchError(
+                f"{len(bad)} of {self.num_shards} shards in {self.directory} cannot be merged ({named}): rerun the "
+                "build without merge=true (or the worker that owns them), which rebuilds them"
+            )
 
     def worker_shards(self, worker: tuple[int, int] | None) -> range:
         """Worker i of n gets the i-th of n contiguous shard ranges (all shards when `worker` is None)."""
@@ -177,6 +242,7 @@ class ShardStore:
         ids first, then the vectors by an atomic rename. A shard has one encoder at a time, so temporary
         files a killed run left for it are removed first."""
         start, stop = self.bounds(shard)
+        self.stamp_path(shard).unlink(missing_ok=True)  # the shard is not done until stamped again
         for stale in self.directory.glob(f"shard-{shard:05d}.npy.*.tmp"):
             stale.unlink()
         tmp = self.directory / f"shard-{shard:05d}.npy.{os.getpid()}.tmp"
@@ -193,6 +259,7 @@ class ShardStore:
         record = {"ids": ids, "seconds": round(time.perf_counter() - started, 3)}
         _write_atomic(self.ids_path(shard), json.dumps(record, ensure_ascii=False))
         os.replace(tmp, self.vectors_path(shard))
+        self.stamp(shard)
 
     def sample(self, n: int, seed: int = 0) -> np.ndarray:
         """`n` vectors drawn uniformly without replacement over the whole corpus (all when n >= corpus), as
@@ -277,12 +344,7 @@ def build_dense(
         missing = len(store.missing())
         log.info("worker %d/%d done; %d of %d shards still missing overall", *worker, missing, store.num_shards)
         return BuildResult("encoded", index_dir, round(time.perf_counter() - started, 3), missing)
-    missing = store.missing()
-    if missing:
-        raise FileNotFoundError(
-            f"{len(missing)} of {store.num_shards} shards are missing in {store.directory} (first: {missing[:5]}): "
-            "run the shard=i/n workers (or the build without merge=true) first"
-        )
+    store.check_complete()
     if index_dir.exists():
         shutil.rmtree(index_dir)
     index_dir.mkdir(parents=True)
@@ -309,8 +371,12 @@ def _encode_missing(
     progress: bool | None,
 ) -> None:
     """Encode the shards of `shards` not yet done (all of them when `force`), streaming the corpus once
-    from the first one to do; shards already done in between are read past, not encoded."""
+    from the first one to do; shards already done in between are read past, not encoded. A published shard
+    that is not done (short, foreign, unstamped) is rebuilt, saying why."""
     todo = [k for k in shards if force or not store.done(k)]
+    for k in todo:
+        if not force and store.vectors_path(k).is_file():
+            log.warning("rebuilding shard %d: %s", k, "; ".join(store.problems(k)))
     to_encode = set(todo)
     if not todo:
         return

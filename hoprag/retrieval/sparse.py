@@ -26,6 +26,20 @@ KIND = "bm25"
 STOPWORDS = "en"
 
 
+def lexical_hits(scores: np.ndarray, rows: np.ndarray) -> list[list[tuple[int, float]]]:
+    """Per query, the (row, score) slots of a lexical ranking (BM25, TF-IDF) that are hits, in their order.
+
+    A lexical hit has a positive score. A score of 0 means no query term is in the passage (a question of
+    stop words, or in another language): ranking such passages would rank arbitrary ones, so a query gets
+    fewer than k hits, or none. Row -1 (no result) is never a hit. The one place this rule lives: every
+    retriever and pool that ranks by a lexical score keeps what it returns.
+    """
+    return [
+        [(row, score) for row, score in zip(query_rows, query_scores) if row >= 0 and score > 0]
+        for query_rows, query_scores in zip(np.asarray(rows).tolist(), np.asarray(scores).tolist())
+    ]
+
+
 class BM25Index:
     """Passage ids in index order and the bm25s model scoring them; queries are tokenized like passages."""
 
@@ -118,7 +132,10 @@ class BM25Index:
         return cls(model, ids, manifest)
 
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k BM25 scores for a batch of queries: (scores, row indices), both (n_queries, min(k, n))."""
+        """Top-k BM25 scores for a batch of queries: (scores, row indices), both (n_queries, min(k, n)).
+
+        bm25s fills the k slots even when fewer passages match, so slots may hold score 0: not hits.
+        `lexical_hits(scores, rows)` keeps the hits (what `BM25Retriever` returns)."""
         k = min(k, len(self.ids))
         if k <= 0 or len(queries) == 0:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)

@@ -37,13 +37,22 @@ from hoprag.metrics.routing import accuracy, macro_f1
 from hoprag.paths import cache_root
 from hoprag.retrieval.embedders import Embedder
 from hoprag.routers.labels import gold_labels
-from hoprag.routers.options import parse_option
-from hoprag.routers.router import RouteDecision, check_none_policy, option_set
-from hoprag.routers.splits import check_disjoint, context_of, split_by_context
+from hoprag.routers.options import OptionSet, parse_option
+from hoprag.routers.router import (
+    SETTINGS_FILE,
+    RouteDecision,
+    check_none_policy,
+    check_router_export,
+    from_question_record,
+    option_set,
+    question_record,
+    read_router_settings,
+)
+from hoprag.routers.splits import check_disjoint, split_by_context
 
 log = logging.getLogger(__name__)
 
-HEAD_FILE, SETTINGS_FILE = "head.pt", "router.json"
+HEAD_FILE = "head.pt"
 
 
 def encode_cached(questions: Sequence[str], embedder: Embedder, cache_dir: Path | None) -> np.ndarray:
@@ -65,16 +74,6 @@ def encode_cached(questions: Sequence[str], embedder: Embedder, cache_dir: Path 
         np.save(tmp, vectors)
         tmp.replace(path)
     return vectors
-
-
-def question_record(ex: QAExample) -> dict[str, str]:
-    """What the leakage check needs of a training question: its id, context and text."""
-    return {"id": ex.id, "context": context_of(ex), "question": ex.question}
-
-
-def from_question_record(record: Mapping[str, str]) -> QAExample:
-    """A stand-in question for `check_disjoint`, rebuilt from its record."""
-    return QAExample(record["id"], record["question"], [], metadata={"context_uid": record["context"]})
 
 
 class RouterDataModule(L.LightningDataModule):
@@ -284,17 +283,17 @@ class ClassifierRouter:
         self.trained_on = list(trained_on)
 
     @classmethod
-    def load(cls, directory: str | Path) -> ClassifierRouter:
+    def load(cls, directory: str | Path, options: str | OptionSet | None = None) -> ClassifierRouter:
+        """The export in `directory`, refused unless it was trained for `options` (None: the option set it
+        names) with that set's letters as they are now (`check_router_export`)."""
         directory = Path(directory)
         settings, head, trained_on = read_export(directory)
         if "options" not in settings:
             raise ValueError(f"{directory} classifies {settings.get('labels')}, not router options: "
                              "load it with LabelClassifier")  # fmt: skip
-        options = option_set(settings["options"])
-        if list(options.letters) != settings["letters"]:
-            raise ValueError(f"{directory}: trained on letters {settings['letters']}, {options.name} now has "
-                             f"{list(options.letters)}")  # fmt: skip
-        return cls(load_embedder(settings), head, options.name, settings["none_policy"], trained_on)
+        wanted = option_set(settings["options"] if options is None else options)
+        check_router_export(directory, settings, {"options": wanted.name, "letters": list(wanted.letters)})
+        return cls(load_embedder(settings), head, wanted.name, settings["none_policy"], trained_on)
 
     def check_unseen(self, examples: Sequence[QAExample]) -> None:
         """Refuse to evaluate on questions (or contexts, or question texts) this router was trained on."""
@@ -348,7 +347,7 @@ class LabelClassifier:
 def read_export(directory: Path) -> tuple[dict[str, Any], torch.nn.Linear, list[QAExample]]:
     """An export's settings (`router.json`), its linear head (`head.pt`) and the questions it was trained on;
     `load_embedder(settings)` builds its embedder (after the caller has checked the export's kind)."""
-    settings = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
+    settings = read_router_settings(directory)
     state = torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True)
     head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
     head.load_state_dict(state)

@@ -10,6 +10,8 @@ anything else (including "d") follows `none_policy`, and an empty reply abstains
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -86,6 +88,14 @@ TATQA = OptionSet(
     "- Text: the report's paragraphs around the table.",
 )
 OPTION_SETS = {s.name: s for s in (CRAG_SINGLE, CRAG_SUBSET, TATQA)}
+
+
+def prompt_version(options: OptionSet) -> str:
+    """A short hash of the router prompt as the model reads it (system message, instructions, options), so
+    a router is never served with a prompt other than the one it was trained on without it showing."""
+    messages = options.messages("{question}")
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:12]
+
 
 _LETTER = re.compile(r"^\s*([a-z])(?:$|[\s)])", re.IGNORECASE)
 

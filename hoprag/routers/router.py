@@ -4,19 +4,30 @@ One batched `generate` call routes every question: the option set's prompt per q
 with a few new tokens, and the reply read by `parse_option` (a reply naming no option follows
 `none_policy`, and is counted in `parse_failures`). The same class is the tuned router (an LLM with the
 LoRA adapter loaded) and the un-tuned one of Table 8 (the base model): only the LLM differs.
+
+A tuned router is loaded with its contract: the export's `router.json` must name this router's option set,
+prompt version and the LLM's base model (a mismatch is refused before the first question, naming both
+sides of each differing key), and `check_unseen` refuses the questions it was trained on.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hoprag.cost import Cost
+from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
-from hoprag.routers.options import NONE_POLICIES, OPTION_SETS, OptionSet, parse_option
+from hoprag.routers.options import NONE_POLICIES, OPTION_SETS, OptionSet, parse_option, prompt_version
+from hoprag.routers.splits import check_disjoint, context_of
+from hoprag.utils.bundled import resolve_model_ref
+from hoprag.utils.contract import refuse_mismatch
 
 DEFAULT_GENERATION = {"max_new_tokens": 4, "temperature": 0.0}
+SETTINGS_FILE = "router.json"
 
 
 @dataclass(frozen=True)
@@ -43,8 +54,48 @@ def check_none_policy(none_policy: str) -> str:
     return none_policy
 
 
+def question_record(ex: QAExample) -> dict[str, str]:
+    """What the leakage check needs of a training question: its id, context and text."""
+    return {"id": ex.id, "context": context_of(ex), "question": ex.question}
+
+
+def from_question_record(record: Mapping[str, str]) -> QAExample:
+    """A stand-in question for `check_disjoint`, rebuilt from its record."""
+    return QAExample(record["id"], record["question"], [], metadata={"context_uid": record["context"]})
+
+
+def read_router_settings(directory: str | Path) -> dict[str, Any]:
+    """A router export's `router.json`: what it was trained for (option set, prompt version, base model or
+    embedder) and on (`trained_on`, question records)."""
+    path = Path(directory) / SETTINGS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: a router export (train.py +model=source_router, "
+                                "+model=router_classifier) writes it beside its weights")  # fmt: skip
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def router_contract(options: OptionSet, base_model: str | None = None) -> dict[str, Any]:
+    """What a router export records and a run must match: the option set (name and letters), the router
+    prompt's version, and for an LLM router the base model its adapter was trained on."""
+    contract: dict[str, Any] = {"options": options.name, "letters": list(options.letters),
+                                "prompt_version": prompt_version(options)}  # fmt: skip
+    if base_model is not None:
+        contract["base_model"] = base_model
+    return contract
+
+
+def check_router_export(directory: str | Path, settings: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+    """Refuse a router export made for other settings than the run's, naming each differing key with both
+    sides (`options: router 'tatqa', method 'crag_single'`)."""
+    refuse_mismatch(f"the router export {directory}", settings, expected,
+                    "use a router trained for these settings, or set the run's to the export's",
+                    sides=("router", "method"))  # fmt: skip
+
+
 class LLMRouter:
-    """Routes questions with an LLM prompted by an option set; `parse_failures` counts replies naming no option."""
+    """Routes questions with an LLM prompted by an option set; `parse_failures` counts replies naming no option.
+    An LLM with a LoRA `adapter` is a tuned router: its export is checked against the options, the prompt and
+    the LLM's base model here, and `check_unseen` refuses the questions it was trained on."""
 
     def __init__(
         self,
@@ -58,6 +109,16 @@ class LLMRouter:
         self.none_policy = check_none_policy(none_policy)
         self.generation = dict(DEFAULT_GENERATION if generation is None else generation)
         self.parse_failures = 0
+        self.trained_on: list[QAExample] = []
+        adapter = getattr(llm, "adapter", None)
+        if adapter:
+            settings = read_router_settings(resolve_model_ref(adapter))
+            check_router_export(adapter, settings, router_contract(self.options, getattr(llm, "model", None)))
+            self.trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
+
+    def check_unseen(self, examples: Sequence[QAExample]) -> None:
+        """Refuse to route questions (or contexts, or question texts) the tuned router was trained on."""
+        check_disjoint(self.trained_on, examples)
 
     def route(self, questions: Sequence[str], costs: Sequence[Cost | None] | None = None) -> list[RouteDecision]:
         """One decision per question, from one batched call charged to `costs` under the stage "route"."""

@@ -25,7 +25,6 @@ none policy, prompt version, the questions trained on); `HFLLM(model=base, adapt
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -42,27 +41,18 @@ from hoprag.data.types import QAExample
 from hoprag.llm.hf import DEFAULT_MODEL
 from hoprag.llm.tokenizer import load_tokenizer, render_prompt
 from hoprag.metrics.routing import accuracy, macro_f1
-from hoprag.routers.classifier import question_record
 from hoprag.routers.labels import gold_labels
-from hoprag.routers.options import OptionSet
+from hoprag.routers.options import OptionSet, prompt_version
 from hoprag.routers.outcomes import OutcomeRun
-from hoprag.routers.router import check_none_policy, option_set
+from hoprag.routers.router import SETTINGS_FILE, check_none_policy, option_set, question_record
 from hoprag.routers.splits import check_disjoint, context_of, question_key, split_by_context
 from hoprag.verifiers.nli_data import LengthGroupedSampler
 
-SETTINGS_FILE = "router.json"
 LABELS = ("gold", "outcome")
 IGNORE = -100
 # §5.3 (our choice; the paper gives none): r 16, alpha 32, dropout 0.05 on every attention and MLP projection
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}  # fmt: skip
-
-
-def prompt_version(options: OptionSet) -> str:
-    """A short hash of the router prompt as the model reads it (system message, instructions, options), so
-    an adapter is never served with a prompt other than the one it was trained on without it showing."""
-    messages = options.messages("{question}")
-    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def sft_example(tokenizer: Any, options: OptionSet, question: str, letter: str) -> tuple[list[int], list[int]]:

@@ -39,6 +39,13 @@ counted per tree (`SearchTree.missing_logprobs`).
 
 The final answer is the answer node with the highest mean value Q, ties broken by more visits, then by a
 higher own reward, then by creation order.
+
+Ceiling: a question's search makes at most `max_llm_calls` LLM calls (128 by default: the paper's budget, N = 24,
+makes at most 48, its largest sweep, N = 64, 128). A simulation starts for a question only while its worst case
+(the expansion call, plus the rollout call with `augment_rollout`) still fits; after that the question stops
+simulating, keeps its tree as it is (the answer is chosen from it as usual), counts as capped and its trace
+says after how many simulations. The progress bar ticks per simulation with the tree nodes, the questions
+still simulating and the LLM calls and tokens so far.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from hoprag.data.types import Passage
 from hoprag.llm.base import LLM, Generation, Prompt
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import ParsedAnswer
+from hoprag.search.steps import capped
 from hoprag.utils import progress
 from hoprag.verifiers.reward import Candidate, RewardResult
 
@@ -90,10 +98,16 @@ class MCTSConfig:
     top_p: float = 0.9
     max_new_tokens: int = 256
     seed: int | None = None  # per-question sampling seeds derived from it (`sample_seed`); None: unseeded
+    max_llm_calls: int = 128  # per-question ceiling (module docstring)
 
     def __post_init__(self) -> None:
         if min(self.simulations, self.branching, self.max_depth, self.augment_add_k, self.augment_search_k) < 1:
             raise ValueError(f"simulations, branching, max_depth and augment sizes must be positive: {self}")
+        if self.max_llm_calls < self.step_calls:
+            raise ValueError(
+                f"method.search.max_llm_calls must allow one simulation ({self.step_calls} LLM calls), "
+                f"got {self.max_llm_calls}"
+            )
         for name, value, allowed in (
             ("selection", self.selection, SELECTIONS),
             ("prior", self.prior, PRIORS),
@@ -103,6 +117,11 @@ class MCTSConfig:
                 raise ValueError(f"mcts {name} must be one of {allowed}, got {value!r}")
         if self.branching > 1 and self.temperature == 0:
             raise ValueError("branching > 1 needs temperature > 0 (greedy samples are identical)")
+
+    @property
+    def step_calls(self) -> int:
+        """The most LLM calls one simulation makes for one question: an expansion, and a rollout."""
+        return 1 + (self.augment and self.augment_rollout)
 
 
 @dataclass(eq=False)
@@ -193,6 +212,8 @@ class SearchTree:
     samples: int = 0
     nli_pairs: int = 0
     missing_logprobs: int = 0  # answer samples that came without log-probs (unknown confidence)
+    llm_calls: int = 0  # the search's own (one per prompt, whatever its samples)
+    capped: dict[str, Any] | None = None  # stopped at `max_llm_calls`: after how many simulations
 
     def new_node(self, **fields: Any) -> Node:
         node = Node(id=self.size, **fields)
@@ -226,6 +247,7 @@ class SearchTree:
             nodes.append(record)
         return {
             "chosen": best.id if best else None,
+            "capped": self.capped,
             "best_reward_node": top.id if top else None,
             "best_reward_answer": top.parsed.answer if top and top.parsed else None,
             "nodes": nodes,
@@ -269,9 +291,24 @@ class AnswerSearch:
         desc = f"MCTS over {len(trees)} question{'s' * (len(trees) != 1)}"
         with progress.bar(total=self.config.simulations, desc=desc, unit="simulation", leave=False) as shown:
             for step in range(self.config.simulations):
-                self.simulate(trees, step)
+                active = self.within_ceiling(trees)
+                if not active:
+                    break
+                nodes = sum(t.size for t in trees)
+                shown.set_postfix(questions=len(active), nodes=nodes, **progress.spent(t.cost for t in trees))
+                self.simulate(active, step)
                 shown.update()
         return trees
+
+    def within_ceiling(self, trees: Sequence[SearchTree]) -> list[SearchTree]:
+        """The trees that may run one more simulation; one whose worst case no longer fits `max_llm_calls`
+        is marked capped (once) and stops simulating."""
+        cfg = self.config
+        for tree in trees:
+            if tree.capped is None and tree.llm_calls + cfg.step_calls > cfg.max_llm_calls:
+                tree.capped = capped(tree.question, "max_llm_calls", cfg.max_llm_calls,
+                                     simulations_run=tree.simulations, simulations=cfg.simulations)  # fmt: skip
+        return [tree for tree in trees if tree.capped is None]
 
     def simulate(self, trees: Sequence[SearchTree], step: int = 0) -> None:
         """One select → expand → evaluate → backpropagate round over all trees."""
@@ -325,6 +362,8 @@ class AnswerSearch:
         seeds = None
         if cfg.seed is not None:
             seeds = [sample_seed(cfg.seed, tree.question, step, stream) for tree, _ in requests]
+        for tree, _ in requests:
+            tree.llm_calls += 1
         return self.llm.generate(
             [self.prompt(tree.question, ctx) for tree, ctx in requests],
             costs=[tree.cost for tree, _ in requests],

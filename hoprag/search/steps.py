@@ -4,10 +4,14 @@ Tree searches (PruneRAG's rounds, TreeRare's levels) grow many nodes per questio
 pending node of every question in the batch and makes one batched LLM call and one batched retrieval for
 them, charging each node's share to its own question's cost record. `one_by_one=True` makes one call per
 node instead: the same algorithm, kept to measure what batching buys (the `bench_*` scripts).
+
+Every tree search also has a declared per-question ceiling (TreeRare's and PruneRAG's `max_nodes`, MCTS's
+`max_llm_calls`); a question that reaches it stops growing and is recorded by `capped`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +19,8 @@ from hoprag.cost import Cost
 from hoprag.llm.base import LLM, Generation, Prompt
 from hoprag.llm.prompts import ContextPrompt
 from hoprag.retrieval.retrievers import Hit, Retriever
+
+log = logging.getLogger(__name__)
 
 
 def llm_step(
@@ -45,3 +51,14 @@ def retrieval_step(
     if not one_by_one:
         return retriever.search(list(queries), k, costs=list(costs), stage=stage)
     return [retriever.search([q], k, costs=[c], stage=stage)[0] for q, c in zip(queries, costs)]
+
+
+def capped(question: str, limit: str, value: int, **where: Any) -> dict[str, Any]:
+    """Log that `question`'s search stopped growing at its ceiling `limit` = `value`, and return the record its
+    trace keeps under "capped" (`where`: what was left out). Its stats then hold `capped: 1`, which
+    metrics.json averages into `method/capped`, the fraction of questions capped."""
+    detail = ", ".join(f"{key}={shown!r}" for key, shown in where.items())
+    log.warning(
+        "question %r reached method ceiling %s=%d and stopped growing (%s)", question[:80], limit, value, detail
+    )
+    return {"limit": limit, "value": value, **where}

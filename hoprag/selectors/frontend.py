@@ -10,7 +10,9 @@ Two fusion modes (spec §3):
 - `textbook`: reciprocal rank fusion (1-based ranks) over the union of both lists, cut at `pool_size`.
 
 The sparse side is TF-IDF (official) or BM25. `pools` retrieves from the corpus; `pools_over` fuses
-passages a caller already has (e.g. a HotpotQA question's own 10 paragraphs) with the same recipe.
+passages a caller already has (e.g. a HotpotQA question's own 10 paragraphs) with the same recipe. The
+sparse ranking holds hits only (a positive score, `lexical_hits`): a passage sharing no term with the
+question is outside it (official: `missing_rank`; textbook: not a candidate unless dense found it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
 from hoprag.retrieval.retrievers import BM25Retriever, DenseRetriever, FusionRetriever, Retriever
+from hoprag.retrieval.sparse import lexical_hits
 from hoprag.selectors.pool import CandidatePool
 from hoprag.selectors.tfidf import TfidfRetriever
 
@@ -170,16 +173,20 @@ class HybridFrontEnd:
             given = list(given)
             vectors = self.vectors(given) if given else np.zeros((0, len(vector)), np.float32)
             dense_order = np.argsort(-(vectors @ vector), kind="stable")
-            sparse_order = np.argsort(-self._sparse_scores(question, given), kind="stable")
+            sparse_order = self._sparse_order(question, given)
             pools.append(self._fuse(question, vector, given, dense_order, sparse_order, vectors))
         return pools
 
-    def _sparse_scores(self, question: str, passages: list[Passage]) -> np.ndarray:
+    def _sparse_order(self, question: str, passages: list[Passage]) -> np.ndarray:
+        """Positions of the passages that are sparse hits, best first (ties in given order); a passage
+        without a query term is no sparse hit (`lexical_hits`), so it is ranked as missing."""
         if isinstance(self.sparse, TfidfRetriever):
-            return self.sparse.scores(question, passages)
-        ranked = self.sparse.search([question], len(self.sparse.passages))[0]
-        score = {h.passage.id: -h.rank for h in ranked}
-        return np.array([score.get(p.id, -np.inf) for p in passages], dtype=np.float64)
+            scores = self.sparse.scores(question, passages)
+            order = np.argsort(-scores, kind="stable")
+            return np.array([i for i, _ in lexical_hits(scores[order][None], order[None])[0]], dtype=np.int64)
+        rank = {h.passage.id: h.rank for h in self.sparse.search([question], len(self.sparse.passages))[0]}
+        found = [i for i, p in enumerate(passages) if p.id in rank]
+        return np.array(sorted(found, key=lambda i: rank[passages[i].id]), dtype=np.int64)
 
     def _fuse(
         self,

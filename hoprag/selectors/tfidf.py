@@ -9,6 +9,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from hoprag.data.types import Passage
 from hoprag.retrieval.retrievers import Hit, Retriever
+from hoprag.retrieval.sparse import lexical_hits
 
 
 class TfidfRetriever(Retriever):
@@ -44,5 +45,5 @@ class TfidfRetriever(Retriever):
         for row in self.score_all(queries):
             top = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
             top = top[np.lexsort((top, -row[top]))]  # score descending, corpus order on ties
-            results.append([Hit(self.passages[i], float(row[i]), r) for r, i in enumerate(top.tolist(), start=1)])
+            results.extend(self._ranked(lexical_hits(row[top][None], top[None])))  # a cosine of 0 shares no term
         return results

@@ -91,7 +91,7 @@ class TreeHopModule(L.LightningModule):
         if self.model is not None:
             return
         self.model = self.build_model(dim=self.data.dim)
-        self.embedder_info = self.data.embedder.describe()
+        self.embedder_info = self.data.embedder.describe_encoding()
         print(f"TreeHop: {self.model.n_parameters():,} parameters {self.model.config}")
         emb = self.data.embedded
         self.register_buffer("questions", torch.from_numpy(emb.questions), persistent=False)
@@ -251,7 +251,8 @@ class TreeHopModule(L.LightningModule):
     # -- export ------------------------------------------------------------------------------------------
 
     def export(self, directory: str | Path) -> Path:
-        """Write `treehop.pt` (architecture, weights, embedder) and a readable `config.json`."""
+        """Write `treehop.pt` (architecture, weights, and what decides the embedder's vectors, which
+        `load_treehop` holds against the run's embedder) and a readable `config.json`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         meta = {"config": self.model.config, "embedder": self.embedder_info}

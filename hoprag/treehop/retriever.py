@@ -2,6 +2,8 @@
 
 `search(queries, k)` runs TreeHop@k for `n_hops` rounds and returns every passage kept, hop by hop, best
 first within a hop: up to k·n_hops hits per query, not k (k is the per-hop top-K, as "TreeHop@5" names it).
+As for any dense retriever, a hit is a real index row whatever its inner product; the -1 rows an
+approximate index returns when it finds fewer than K are dropped by the tree search, never kept.
 Without a checkpoint the update is the training-free `q − c`.
 """
 
@@ -73,13 +75,7 @@ class TreeHopRetriever(Retriever):
         self.vectors = passage_vectors(self.dense.index)
         self.model: TreeHop | None = None
         if ckpt:
-            self.model, meta = load_treehop(ckpt)
-            trained_with = meta.get("embedder", {}).get("embedder")
-            if trained_with != self.embedder.name:
-                raise ValueError(
-                    f"the TreeHop checkpoint {ckpt} was trained on {trained_with} embeddings, but the retriever "
-                    f"uses {self.embedder.name}: choose embedder={trained_with} or retrain"
-                )
+            self.model, _ = load_treehop(ckpt, self.embedder)
         else:
             log.warning("TreeHopRetriever without a checkpoint: using the training-free q - c update")
         self.step: Step = model_step(self.model) if self.model is not None else q_minus_c

@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from hoprag.utils.run_control import is_run_control
+from hoprag.utils.secrets import redact, redact_text, redacted_argv
 
 # Config groups a run is tagged with (`method:prunerag`), when the run chose one; `data` and `llm` by their `name`.
 TAGGED = ("method", "data", "llm", "model", "experiment", "hparams_search")
@@ -51,7 +52,7 @@ def override_label(job: Sequence[str], sweep: Sequence[str] = ()) -> str:
 def _text(override: Override) -> str:
     if override.is_delete():
         return f"~{override.key_or_group}"
-    return f"{override.key_or_group}={override.get_value_element_as_str()}"
+    return redact_text(f"{override.key_or_group}={override.get_value_element_as_str()}")  # a secret in a dict
 
 
 def sweep_overrides(hydra: DictConfig) -> list[str]:
@@ -104,14 +105,21 @@ def log_predictions(run: Any, records: Sequence[Mapping[str, Any]], metrics: Map
     run.log({"predictions": table})
 
 
+def log_config(logger: Any, config: Mapping[str, Any]) -> None:
+    """A run's config as the logger's hyperparameters, its secrets redacted; a wandb run starts here, so it
+    records a command line without them too (`hoprag.utils.secrets`)."""
+    with redacted_argv():
+        logger.log_hyperparams(redact(config))
+
+
 def log_run(
     logger_cfgs: Mapping | None,
     hparams: dict[str, Any],
     metrics: dict[str, float],
     predictions: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
-    """Log one evaluation's config and metrics to every configured logger, then close them; a wandb run also
-    gets the `predictions` records (`log_predictions`).
+    """Log one evaluation's config (its secrets redacted, `log_config`) and metrics to every configured logger,
+    then close them; a wandb run also gets the `predictions` records (`log_predictions`).
 
     wandb runs are finished explicitly, so that each Hydra job of a multirun is its own wandb run.
     """
@@ -119,7 +127,7 @@ def log_run(
         from lightning.pytorch.loggers import WandbLogger  # here: seconds to import, and `~logger` needs none
 
         logger = instantiate(logger_cfg)
-        logger.log_hyperparams(hparams)
+        log_config(logger, hparams)
         logger.log_metrics(metrics)
         if predictions is not None and isinstance(logger, WandbLogger):
             log_predictions(logger.experiment, predictions, metrics)

@@ -1,44 +1,113 @@
-"""The one place that decides whether progress bars show, and makes them.
+"""The one place that decides how progress shows, and makes the bars.
 
-Every loop that runs for minutes (encoding, index building, MCTS simulations, PruneRAG rounds) draws its bar
-with `progress.bar`, so all of them agree: bars show on a terminal, and stay quiet under `CI=true` or when
-stderr (where tqdm writes) is a file or a pipe, keeping logs free of carriage-return noise. `HOPRAG_PROGRESS`
-forces the choice either way (`1`/`true`/`on`: always, `0`/`false`/`off`: never), e.g. to watch a job's log.
+Every loop that runs for minutes (the evaluation runner's questions, encoding, index building, TreeRare
+levels, PruneRAG rounds, MCTS simulations) draws its bar with `progress.bar`, so all of them agree. On a
+terminal it is a tqdm bar. On a log file or a pipe it is a plain line of the same text (`LineBar`): at most
+one line every `INTERVAL` seconds across all bars, plus the final state of a bar that stays (`leave=True`), so
+a piped run of hours is never silent and its log is not flooded with carriage returns. Under `CI=true` nothing
+shows. `HOPRAG_PROGRESS` (what the entry points' `progress=` key sets, see `configure`) forces the choice:
+`1`/`true`/`on` shows progress even under CI, `0`/`false`/`off` never, `auto` (or unset) decides as above.
 Callers use the module (`progress.bar(...)`), not the bare names, so one patch reaches every loop.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
-from typing import IO, Any
+import time
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
+from tqdm.std import tqdm as plain_tqdm
+
+if TYPE_CHECKING:
+    from hoprag.cost import Cost
 
 OVERRIDE = "HOPRAG_PROGRESS"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+AUTO = "auto"
+BAR, LINES, OFF = "bar", "lines", "off"
+INTERVAL = 30.0  # seconds between two progress lines on a log or a pipe (all bars together)
+LINE_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+
+
+def configure(setting: bool | str | None) -> None:
+    """Apply an entry point's `progress` key to this process (and those it starts): true or false force
+    progress on or off through `HOPRAG_PROGRESS`; `auto` (or None) leaves that variable as it is."""
+    value = AUTO if setting is None else str(setting).strip().lower()
+    if value == AUTO:
+        return
+    if value not in _TRUE + _FALSE:
+        raise ValueError(f"progress must be true, false or auto, got {setting!r}")
+    os.environ[OVERRIDE] = value
+
+
+def style(stream: IO[str] | None = None, show: bool | None = None) -> str:
+    """How progress shows on `stream` (default stderr): BAR on a terminal, LINES on a log or a pipe, OFF when
+    `show` is False or, with `show` None, when `HOPRAG_PROGRESS` says off (or is unset/auto and `CI=true`)."""
+    if show is None:
+        forced = os.environ.get(OVERRIDE, "").strip().lower()
+        if forced and forced not in _TRUE + _FALSE + (AUTO,):
+            raise ValueError(f"{OVERRIDE} must be one of {_TRUE + _FALSE + (AUTO,)} or unset, got {forced!r}")
+        show = forced in _TRUE or (forced not in _FALSE and os.environ.get("CI", "").strip().lower() not in _TRUE)
+    if not show:
+        return OFF
+    stream = stream if stream is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return BAR if isatty and isatty() else LINES
 
 
 def enabled(stream: IO[str] | None = None) -> bool:
-    """Whether bars show: the `HOPRAG_PROGRESS` override when set, else off under `CI=true` (or 1), else
-    whether `stream` (default stderr) is a terminal."""
-    forced = os.environ.get(OVERRIDE, "").strip().lower()
-    if forced in _TRUE:
-        return True
-    if forced in _FALSE:
-        return False
-    if forced:
-        raise ValueError(f"{OVERRIDE} must be one of {_TRUE + _FALSE} or unset, got {forced!r}")
-    if os.environ.get("CI", "").strip().lower() in _TRUE:
-        return False
-    stream = stream if stream is not None else sys.stderr
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    """Whether a drawn bar suits `stream` (default stderr): progress is on and it is a terminal. For libraries
+    that draw their own tqdm bars (bm25s), which on a log would write carriage returns."""
+    return style(stream) == BAR
 
 
 def bar(*, total: int | None, desc: str, unit: str, show: bool | None = None, **kwargs: Any) -> tqdm:
-    """A tqdm bar, drawn only when `show` (None: `enabled()`); a hidden one takes the same calls and draws
-    nothing, so a loop updates it the same way either way."""
-    hidden = not (enabled() if show is None else show)
-    return tqdm(total=total, desc=desc, unit=unit, disable=hidden, dynamic_ncols=True, **kwargs)
+    """A tqdm bar on a terminal, a `LineBar` on a log or a pipe, and a hidden one (same calls, draws nothing)
+    when progress is off, so a loop updates it the same way either way. `show` overrides the decision."""
+    shown = style(kwargs.get("file"), show)
+    if shown == LINES:
+        return LineBar(total=total, desc=desc, unit=unit, **kwargs)
+    return tqdm(total=total, desc=desc, unit=unit, disable=shown == OFF, dynamic_ncols=True, **kwargs)
+
+
+def spent(costs: Iterable[Cost | None]) -> dict[str, int]:
+    """The LLM calls and tokens (prompt + completion) of these cost records so far, for a bar's postfix."""
+    kept = [c for c in costs if c is not None]
+    return {"llm_calls": sum(c.llm_calls for c in kept),
+            "tokens": sum(c.prompt_tokens + c.completion_tokens for c in kept)}  # fmt: skip
+
+
+class LineBar(plain_tqdm):
+    """A bar for a log or a pipe: each display is one plain line (`LINE_FORMAT`: no bar graphic, no carriage
+    return), written only when `INTERVAL` seconds have passed since any bar's last line; a bar that stays
+    (`leave=True`) writes its final state when it closes. Overriding `display` is tqdm's documented way."""
+
+    last_line = -math.inf  # when the last line was written, by any bar
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(bar_format=LINE_FORMAT, **kwargs)
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        if msg is not None:  # tqdm clearing a finished bar: nothing to clear on a log
+            return False
+        if time.monotonic() - LineBar.last_line < INTERVAL:
+            return False
+        self.write_line()
+        return True
+
+    def write_line(self) -> None:
+        LineBar.last_line = time.monotonic()
+        self.fp.write(str(self) + "\n")
+        self.fp.flush()
+
+    def close(self) -> None:
+        """The final state of a bar that stays, as its last line; then tqdm's bookkeeping, nothing to clear."""
+        if not self.disable and self.leave:
+            self.write_line()
+        self.leave = False
+        super().close()

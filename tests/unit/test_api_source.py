@@ -117,7 +117,8 @@ def closed_port() -> int:
 def question(query: str, domain: str, qid: str = "q1", query_time: str = QUERY_TIME):
     """A question as the CRAG loader gives it (domain and query_time in its metadata)."""
     return parse_crag({"interaction_id": qid, "query": query, "answer": "x", "query_time": query_time,
-                       "domain": domain, "question_type": "simple", "search_results": []})
+                       "domain": domain, "question_type": "simple", "static_or_dynamic": "static",
+                       "search_results": []})  # fmt: skip
 
 
 def api_source(server, replies: dict[str, str], **kwargs) -> APISource:

@@ -39,7 +39,8 @@ def test_every_shipped_config_passes(compose_cfg, root, overrides):
     [
         ("eval", ["+method=standard_rag", "method.k=0"], "method.k=0 must be an integer >= 1"),
         ("eval", ["+method=standard_rag", "batch_size=0"], "batch_size=0 must be an integer >= 1"),
-        ("eval", ["+method=standard_rag", "limit=-1"], "limit=-1 must be an integer >= 0 or null"),
+        ("eval", ["+method=standard_rag", "limit=-1"], "limit=-1 must be an integer >= 1 or null"),
+        ("eval", ["+method=standard_rag", "limit=0"], "limit=0 must be an integer >= 1 or null"),
         ("eval", ["+method=standard_rag", "method.generation.max_new_tokens=0"], "method.generation.max_new_tokens=0"),
         ("eval", ["+method=standard_rag", "metrics.ks=[5,0]"], r"metrics.ks\[1\]=0"),
         ("eval", ["+method=standard_rag", "llm.default.n=0"], "llm.default.n=0"),
@@ -53,6 +54,9 @@ def test_every_shipped_config_passes(compose_cfg, root, overrides):
         ("eval", ["+method=sc_rag_search", "method.search.augment_add_k=-1"], "method.search.augment_add_k=-1"),
         ("eval", ["+method=sc_rag_search", "method.search.max_depth=0"], "method.search.max_depth=0"),
         ("eval", ["+method=sc_rag_search", "method.search.branching=0"], "method.search.branching=0"),
+        ("eval", ["+method=prunerag", "method.max_nodes=0"], "method.max_nodes=0 must be an integer >= 1"),
+        ("eval", ["+method=treerare", "method.search.max_nodes=0"], "method.search.max_nodes=0"),
+        ("eval", ["+method=sc_rag_search", "method.search.max_llm_calls=1"], "method.search.max_llm_calls=1"),
         ("eval_retrieval", ["ks=[0,5]"], r"ks\[0\]=0"),
         ("train", ["+model=treehop", "model.datamodule.batch_size=0"], "model.datamodule.batch_size=0"),
     ],
@@ -62,8 +66,7 @@ def test_nonsensical_number_names_the_key(compose_cfg, root, overrides, message)
         check_config(compose_cfg(root, overrides))
 
 
-def test_limit_zero_and_null_are_allowed_and_interpolations_are_checked_resolved(compose_cfg):
-    check_config(compose_cfg("eval", ["+method=standard_rag", "limit=0"]))
+def test_limit_null_is_allowed_and_interpolations_are_checked_resolved(compose_cfg):
     check_config(compose_cfg("eval", ["+method=standard_rag", "limit=null"]))
     # retriever.batch_size is ${embedder.batch_size}: the retriever gets the bad value too, and says so
     with pytest.raises(ValueError, match="embedder.batch_size=0.*retriever.batch_size=0"):
@@ -90,6 +93,11 @@ def test_exempt_keys_and_unruled_keys_are_left_alone(compose_cfg):
     cfg = compose_cfg("eval", ["+method=prunerag", "method.all_decom_depth=0", "+method.seed=-1"])
     check_config(cfg)
     check_config(OmegaConf.create({"rrf_k": 0, "steps": -1}))
+
+
+def test_a_served_llms_declared_capabilities_are_not_counts(compose_cfg):
+    declared = ["llm=openai", "llm.probe=false", "llm.capabilities={logprobs:true,n:true,prefill:false}"]
+    check_config(compose_cfg("eval", ["+method=standard_rag", *declared]))
 
 
 def test_only_ruled_keys_are_resolved():

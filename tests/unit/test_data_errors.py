@@ -24,6 +24,11 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def numbered(record: dict, i: int) -> dict:
+    """The record under its own id (a question or passage id may not repeat in a file)."""
+    return {**record, "id": f"{record['id']}-{i}"} if "id" in record else record
+
+
 def test_data_format_error_is_value_error():
     assert issubclass(DataFormatError, ValueError)
 
@@ -38,7 +43,8 @@ def test_data_format_error_is_value_error():
     ],
 )
 def test_broken_jsonl_line_names_file_and_line(tmp_path, reader, good):
-    path = write_lines(tmp_path / "broken_file.jsonl", [json.dumps(good)] * 2 + ['{"id": "x", "quest'])
+    lines = [json.dumps(numbered(good, i)) for i in range(2)]
+    path = write_lines(tmp_path / "broken_file.jsonl", [*lines, '{"id": "x", "quest'])
     with pytest.raises(DataFormatError) as err:
         reader(path)
     message = str(err.value)
@@ -57,7 +63,7 @@ def test_missing_key_in_json_list_reports_record_index(tmp_path):
               "context": [["T", ["s"]]], "supporting_facts": [["T", 0]]}
     broken = {k: v for k, v in record.items() if k != "question"}
     path = tmp_path / "hotpot.json"
-    path.write_text(json.dumps([record, record, broken]), encoding="utf-8")
+    path.write_text(json.dumps([record, {**record, "_id": "2"}, broken]), encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"hotpot\.json, record index 2: missing required key 'question'"):
         load_questions(path)
 
@@ -85,7 +91,7 @@ def test_flashrag_golden_answers_must_be_a_list(tmp_path):
 def test_wrong_structure_is_reported_with_location(tmp_path):
     bad = {**MUSIQUE_LINE, "paragraphs": [{"idx": 0, "title": "T"}]}
     path = write_lines(tmp_path / "m.jsonl", [json.dumps(bad)])
-    with pytest.raises(DataFormatError, match="line 1: missing required key 'paragraph_text'"):
+    with pytest.raises(DataFormatError, match=r"line 1: missing required key 'paragraphs\[0\]\.paragraph_text'"):
         load_questions(path)
 
 
@@ -94,8 +100,10 @@ def test_wrong_structure_is_reported_with_location(tmp_path):
 FLASHRAG_LINE = {"id": "q", "question": "Q?", "golden_answers": ["a"], "metadata": {}}
 HOTPOT_RECORD = {"_id": "1", "question": "Q?", "answer": "A", "type": "bridge",
                  "context": [["T", ["s"]]], "supporting_facts": [["T", 0]]}
+PAGE = {"page_name": "P", "page_url": "https://example.org/p", "page_snippet": "snippet", "page_result": "<p>P</p>"}
 CRAG_LINE = {"interaction_id": "i", "query": "q?", "answer": "a", "alt_ans": ["b"], "question_type": "simple",
-             "search_results": [{"page_name": "P", "page_snippet": "snippet"}]}
+             "query_time": "03/05/2024, 23:18:31 PT", "domain": "movie", "static_or_dynamic": "static",
+             "search_results": [PAGE]}
 
 
 @pytest.mark.parametrize(
@@ -119,7 +127,7 @@ CRAG_LINE = {"interaction_id": "i", "query": "q?", "answer": "a", "alt_ans": ["b
         (CRAG_LINE, {"query": None}, "'query' must be a non-empty string, got null"),
         (CRAG_LINE, {"answer": None}, "'answer' must be a string or a number, got null"),
         (CRAG_LINE, {"alt_ans": [None]}, "'alt_ans\\[0\\]' must be a string or a number, got null"),
-        (CRAG_LINE, {"search_results": [{"page_name": "P", "page_snippet": None}]},
+        (CRAG_LINE, {"search_results": [{**PAGE, "page_snippet": None}]},
          "'search_results\\[0\\].page_snippet' must be a string, got null"),
     ],
 )
@@ -184,7 +192,8 @@ def test_file_without_records_is_an_error(tmp_path, reader, content):
 
 @pytest.mark.parametrize("name", ["latin1.jsonl", "latin1.jsonl.bz2", "latin1.jsonl.gz"])
 def test_non_utf8_jsonl_names_file_and_line(tmp_path, name):
-    lines = [json.dumps(FLASHRAG_LINE).encode()] * 2 + ['{"id": "x", "question": "caf\u00e9?"}'.encode("latin-1")]
+    lines = [json.dumps(numbered(FLASHRAG_LINE, i)).encode() for i in range(2)]
+    lines.append('{"id": "x", "question": "caf\u00e9?"}'.encode("latin-1"))
     data = b"\n".join(lines) + b"\n"
     path = tmp_path / name
     compress = {".bz2": bz2.compress, ".gz": gzip.compress}.get(path.suffix, bytes)

@@ -232,6 +232,7 @@ def test_crag():
 )
 def test_crag_alternative_answer_forms(tmp_path, alternatives):
     record = {"interaction_id": "i", "query": "q?", "answer": "a", "question_type": "simple",
+              "query_time": "03/05/2024, 23:18:31 PT", "domain": "movie", "static_or_dynamic": "static",
               "search_results": [], **alternatives}
     path = tmp_path / "crag.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")

@@ -19,7 +19,8 @@ import torch
 from hoprag.data import QADataset, load_questions
 from hoprag.paths import PROJECT_ROOT, data_root
 from hoprag.routers.classifier import ClassifierRouter, RouterClassifierModule, RouterDataModule, question_record
-from hoprag.routers.router import RouteDecision
+from hoprag.routers.options import TATQA
+from hoprag.routers.router import RouteDecision, router_contract
 from hoprag.routers.splits import LeakError, split_by_context
 from tests.fakes import HashEmbedder
 
@@ -156,7 +157,7 @@ def test_eval_router_checks_a_tuned_routers_export_before_loading_it(tmp_path, s
     args = ["--data", str(DEV), "--base-llm", str(llm), "--router", str(adapter), "--limit", "3"]
     with pytest.raises(SystemExit, match="router.json is missing"):
         eval_router.main(args)
-    settings = {"base_model": "m", "options": "tatqa", "none_policy": "api", "trained_on": []}
+    settings = {"base_model": "m", **router_contract(TATQA), "none_policy": "api", "trained_on": []}
     (adapter / "router.json").write_text(json.dumps(settings), encoding="utf-8")
     with pytest.raises(SystemExit, match="takes no adapter= argument"):  # ScriptedLLM cannot load an adapter
         eval_router.main(args)

@@ -21,6 +21,7 @@ from hoprag.llm.tokenizer import load_tokenizer, prompt_ids
 from hoprag.routers import training
 from hoprag.routers.options import CRAG_SINGLE, TATQA
 from hoprag.routers.outcomes import CACHE_FILE, OutcomeCache, OutcomeLabeller, label_by_outcomes
+from hoprag.routers.router import LLMRouter
 from hoprag.routers.splits import LeakError, split_by_context
 from hoprag.routers.training import (
     IGNORE,
@@ -273,6 +274,8 @@ def test_two_training_steps_export_an_adapter_that_hfllm_serves(tiny_base, tmp_p
     assert {r["id"] for r in settings["trained_on"]} == {ex.id for ex in dm.trained_on}
     adapter_config = json.loads((tmp_path / "export" / "adapter_config.json").read_text())
     assert adapter_config["r"] == 4 and adapter_config["base_model_name_or_path"] == tiny_base
+    router = LLMRouter(HFLLM(model=tiny_base, adapter=str(tmp_path / "export")), options="tatqa")  # its contract holds
+    assert {ex.id for ex in router.trained_on} == {ex.id for ex in dm.trained_on}
 
     base = HFLLM(model=tiny_base, device="cpu", prefill="each")
     tuned = HFLLM(model=tiny_base, device="cpu", prefill="each", adapter=str(tmp_path / "export"))

@@ -44,7 +44,7 @@ def dense():
 def ckpt(tmp_path):
     torch.manual_seed(0)
     model = TreeHop(12)
-    meta = {"config": model.config, "embedder": HashEmbedder().describe()}
+    meta = {"config": model.config, "embedder": HashEmbedder().describe_encoding()}
     torch.save({**meta, "state_dict": model.state_dict()}, tmp_path / "treehop.pt")
     return str(tmp_path)
 

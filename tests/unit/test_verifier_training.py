@@ -102,8 +102,9 @@ def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_p
     module.eval()
     with torch.inference_mode():
         expected = torch.softmax(module(batch), -1).numpy()
-    module.export(tmp_path / "export")
-    verifier = CrossEncoderVerifier(str(tmp_path / "export"), device="cpu", max_length=128)
+    module.export(tmp_path / "export")  # its verifier.json: the labels and base model checked here
+    verifier = CrossEncoderVerifier(str(tmp_path / "export"), device="cpu", max_length=128,
+                                    labels=LABELS, base_model=BACKBONE)  # fmt: skip
     assert verifier.columns == [0, 1, 2]  # the export's id2label is LABELS order
     tok = datamodule.tokenizer
     pairs = [

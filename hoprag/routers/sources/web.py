@@ -9,7 +9,8 @@ Each CRAG search result (`page_name, page_url, page_snippet, page_result`: raw H
    words, characters) and the HTML-unescaped snippet at text boundaries, separately, into chunks of at most
    `chunk_size` tokens with no overlap (200 in cl100k_base tokens, as the code's tiktoken "gpt-4" encoding;
    P10, P12); an empty field gives no chunk;
-3. with more than `bm25_above_pages` pages (the 50-page setting), BM25 keeps the `bm25_top` best chunks;
+3. with more than `bm25_above_pages` pages (the 50-page setting), BM25 keeps the `bm25_top` best chunks
+   among those it scores above 0 (`lexical_hits`: a chunk sharing no word with the query is no hit);
 4. the query and the surviving chunks are embedded and the `top_k` chunks by cosine are kept, best first
    (ties in page order), with no threshold.
 
@@ -17,6 +18,13 @@ A page listed twice under the same URL is read once, as the authors' KDD Cup cod
 `Passage` with `origin="web"`, the page name as its title and the id `<page index>:<chunk index>` (body
 chunks first, then snippet chunks), and is ranked on its text alone, as in the code. `format_references`
 writes the kept chunks into the prompt as the code does.
+
+After each `fetch` (or `retrieve`), `question_stats` holds one dict per question of the batch (`STATS`), which
+PruningRAG reports as `method/web/<key>`: `pages_without_html` (a page whose `page_result` is null or blank,
+as CRAG has some: its snippet stands alone), `pages_without_content` (HTML in which no main content was found:
+the same), `repeated_pages` (listed again under a URL already read), `no_pages` (no search results at all:
+"No References") and `bm25_empty` (the BM25 step found no chunk sharing a word with the question, so nothing
+reaches the dense step).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import html
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +45,7 @@ from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage, QAExample
 from hoprag.paths import cache_root
 from hoprag.retrieval.embedders import Embedder
-from hoprag.retrieval.sparse import BM25Index
+from hoprag.retrieval.sparse import BM25Index, lexical_hits
 
 ORIGIN = "web"
 NO_REFERENCES = "No References"
@@ -47,6 +56,8 @@ MARKDOWN_SEPARATORS = (r"\n#{1,6} ", r"\n```", r"\n(?:\*{3,}|-{3,}|_{3,})\n", r"
 TEXT_SEPARATORS = (r"\n\n", r"\n", r" ", "")
 # what html_to_markdown's output depends on besides the page: a change invalidates cached pages
 CONVERTER = "trafilatura-{version}:markdown,tables,formatting,no-links,no-images,no-comments"
+# the keys of `question_stats` (see the module docstring)
+STATS = ("pages_without_html", "pages_without_content", "repeated_pages", "no_pages", "bm25_empty")
 
 
 def token_counter(name: str = "cl100k_base") -> Callable[[str], int]:
@@ -149,6 +160,7 @@ class WebSource:
         self.bm25_above_pages = bm25_above_pages
         self.bm25_top = bm25_top
         self.cache_dir = (Path(cache_dir) if cache_dir else cache_root() / "web_markdown") if cache else None
+        self.question_stats: list[dict[str, float]] = []
 
     @cached_property
     def count(self) -> Callable[[str], int]:
@@ -171,30 +183,41 @@ class WebSource:
         os.replace(tmp, path)
         return markdown
 
-    def chunks(self, pages: Sequence[Mapping[str, str]]) -> list[Passage]:
-        """Every chunk of the pages (a repeated URL read once): each page's body, then its snippet."""
+    def chunks(self, pages: Sequence[Mapping[str, str | None]], tally: Counter[str] | None = None) -> list[Passage]:
+        """Every chunk of the pages (a repeated URL read once): each page's body, then its snippet. `tally`, when
+        given, counts the question's fallbacks (`STATS`: pages without HTML or content, repeats, no pages)."""
+        tally = Counter() if tally is None else tally
+        tally["no_pages"] += not pages
         seen: set[str] = set()
         out: list[Passage] = []
         for i, page in enumerate(pages):
             if page["page_url"] in seen:
+                tally["repeated_pages"] += 1
                 continue
             seen.add(page["page_url"])
-            body = split_text(
-                self.markdown(page["page_result"] or ""), self.count, self.chunk_size, MARKDOWN_SEPARATORS
-            )
-            snippet = html.unescape(page["page_snippet"] or "")
+            raw = page["page_result"] or ""  # CRAG leaves some pages without HTML (null or "")
+            markdown = self.markdown(raw)
+            tally["pages_without_html"] += not raw.strip()
+            tally["pages_without_content"] += bool(raw.strip()) and not markdown.strip()
+            body = split_text(markdown, self.count, self.chunk_size, MARKDOWN_SEPARATORS)
+            snippet = html.unescape(page["page_snippet"])
             texts = body + split_text(snippet, self.count, self.chunk_size, TEXT_SEPARATORS)
-            out += [Passage(f"{i}:{j}", page["page_name"] or "", text, ORIGIN) for j, text in enumerate(texts)]
+            out += [Passage(f"{i}:{j}", page["page_name"], text, ORIGIN) for j, text in enumerate(texts)]
         return out
 
-    def candidates(self, question: str, pages: Sequence[Mapping[str, str]]) -> list[Passage]:
+    def candidates(
+        self, question: str, pages: Sequence[Mapping[str, str | None]], tally: Counter[str] | None = None
+    ) -> list[Passage]:
         """The chunks the dense step ranks: all of them, or with more than `bm25_above_pages` distinct pages
-        the `bm25_top` best by BM25, best first (equal scores in chunk order, so the cut is deterministic)."""
-        chunks = self.chunks(pages)
+        the `bm25_top` best BM25 hits (`lexical_hits`: score above 0), best first (equal scores in chunk order,
+        so the cut is deterministic); `tally` as in `chunks`, plus `bm25_empty` when BM25 found no hit."""
+        tally = Counter() if tally is None else tally
+        chunks = self.chunks(pages, tally)
         if len({p["page_url"] for p in pages}) <= self.bm25_above_pages or not chunks:
             return chunks
-        scores, rows = BM25Index.build([_bare(c) for c in chunks]).search([question], len(chunks))
-        ranked = sorted(zip(rows[0].tolist(), scores[0].tolist()), key=lambda hit: (-hit[1], hit[0]))
+        (hits,) = lexical_hits(*BM25Index.build([_bare(c) for c in chunks]).search([question], len(chunks)))
+        tally["bm25_empty"] += not hits
+        ranked = sorted(hits, key=lambda hit: (-hit[1], hit[0]))
         return [chunks[i] for i, _ in ranked[: self.bm25_top]]  # ties (a page given twice) in page order
 
     def fetch(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[list[Passage]]:
@@ -213,7 +236,9 @@ class WebSource:
         question, best first; the queries and all the batch's chunks are embedded in one call each."""
         if len(questions) != len(pages):
             raise ValueError(f"{len(questions)} questions but {len(pages)} page lists")
-        candidates = [self.candidates(q, p) for q, p in zip(questions, pages)]
+        tallies = [Counter() for _ in questions]
+        candidates = [self.candidates(q, p, t) for q, p, t in zip(questions, pages, tallies)]
+        self.question_stats = [{key: float(t[key]) for key in STATS} for t in tallies]
         queries = _unit(self.embedder.encode_queries(list(questions)))
         vectors = _unit(self.embedder.encode_passages([_bare(c) for cs in candidates for c in cs]))
         out, start = [], 0

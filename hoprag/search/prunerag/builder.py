@@ -4,6 +4,12 @@ Each round sends every pending node of every question to the LLM in one batched 
 all new sub-queries and entities in one batched search, so a batch costs at most D - 1 decision calls
 (plus retry rounds within that budget) however many nodes it holds. `batching="node"` makes one call per
 node and per query instead: the same algorithm, for measuring what round batching buys.
+
+Ceiling: a question's tree holds at most `max_nodes` nodes (`MAX_NODES` by default: generous, since the
+paper's tree, D = 3 and two children, has at most 7, and its deepest sweep, D = 5, 31). A split that would take
+it over is not made: the node stays a leaf with its passages (status `capped`), and the question counts as
+capped. Each round ticks a progress bar with the questions and nodes still open and the LLM calls and tokens
+so far.
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ from hoprag.search.prunerag.parsing import (
     span_confidence,
 )
 from hoprag.search.prunerag.prompts import EXAMPLE_PLACES, decision_prompt
-from hoprag.search.prunerag.tree import ANSWERED, DECOMPOSED, ENTITY_PARENT, PARSE_ERROR, UNRESOLVED, Node
+from hoprag.search.prunerag.tree import ANSWERED, CAPPED, DECOMPOSED, ENTITY_PARENT, PARSE_ERROR, UNRESOLVED, Node
 from hoprag.search.steps import llm_step, retrieval_step
 from hoprag.utils import progress
 
 BATCHING = ("round", "node")
 CONFIDENCE_SPANS = ("json_value", "first_occurrence")
+MAX_NODES = 64  # the default per-question ceiling (module docstring)
 
 Pending = list[tuple[Node, Cost | None]]
 
@@ -51,7 +58,8 @@ class PruneTreeBuilder:
     `actions` (None: the same); `all_decom_depth` (nodes up to this depth may only decompose);
     `branching` children per split; `confidence_span` json_value (the answer value in the chosen JSON) or
     first_occurrence (code-exact);
-    `confidence_mean` False for exp(sum) (the w/o Ent. script); `batching` round or node.
+    `confidence_mean` False for exp(sum) (the w/o Ent. script); `batching` round or node; `max_nodes` the
+    per-question ceiling (module docstring).
 
     Small-model aids (off here; conf/method/prunerag.yaml turns them on for the small default LLM):
     `decision_prefix` prefills the reply (e.g. `{"type": "`: the model continues the JSON; re-attached before
@@ -86,6 +94,7 @@ class PruneTreeBuilder:
         free_text_fallback: bool = False,
         min_children: int | None = None,
         lenient_json: bool = False,
+        max_nodes: int = MAX_NODES,
     ) -> None:
         choices = (
             ("batching", batching, BATCHING),
@@ -102,6 +111,8 @@ class PruneTreeBuilder:
             raise ValueError(f"min_children must be in 1..branching ({branching}), got {min_children}")
         if k < 1 or max_depth < 1 or branching < 1:
             raise ValueError(f"k, max_depth and branching must be positive (got {k}, {max_depth}, {branching})")
+        if max_nodes < 1:
+            raise ValueError(f"method.max_nodes must be at least 1 (nodes a question's tree), got {max_nodes}")
         self.llm, self.retriever = llm, retriever
         self.k, self.max_depth, self.threshold, self.strict = k, max_depth, threshold, strict_threshold
         self.use_confidence = use_confidence
@@ -118,6 +129,7 @@ class PruneTreeBuilder:
         self.free_text_fallback = free_text_fallback
         self.min_children = min_children
         self.lenient = lenient_json
+        self.max_nodes = max_nodes
 
     def build(self, questions: Sequence[str], costs: Sequence[Cost | None]) -> list[Node]:
         """The trees of `questions`; each question's LLM and retrieval calls are charged to its cost."""
@@ -127,7 +139,8 @@ class PruneTreeBuilder:
         depth = 1
         with progress.bar(total=self.max_depth - 1, desc="PruneRAG rounds", unit="round", leave=False) as shown:
             while depth < self.max_depth and pending:
-                shown.set_postfix(questions=len({id(_root(n)) for n, _ in pending}), nodes=len(pending))
+                still_open = len({id(_root(n)) for n, _ in pending})
+                shown.set_postfix(questions=still_open, nodes=len(pending), **progress.spent(costs))
                 pending = self._round(pending)
                 depth += 1
                 shown.update()
@@ -183,6 +196,8 @@ class PruneTreeBuilder:
                 else:  # same node, same passages, reflection note, no new retrieval
                     node.rejected += 1
                     retry.append((node, cost))
+            elif decision.action in (DECOMPOSITION, ENTITY) and _size(node) + len(decision.items) > self.max_nodes:
+                node.status = CAPPED  # the ceiling: the split is not made
             elif decision.action in (DECOMPOSITION, ENTITY):
                 node.status = DECOMPOSED if decision.action == DECOMPOSITION else ENTITY_PARENT
                 kind = "query" if decision.action == DECOMPOSITION else ENTITY
@@ -207,6 +222,11 @@ class PruneTreeBuilder:
         if self.strict:
             return node.confidence > self.threshold
         return node.confidence >= self.threshold
+
+
+def _size(node: Node) -> int:
+    """How many nodes the tree of `node`'s question holds."""
+    return sum(1 for _ in _root(node).walk())
 
 
 def _root(node: Node) -> Node:

@@ -20,6 +20,7 @@ DECOMPOSED = "decomposed"      # split into sub-query children
 ENTITY_PARENT = "entity_parent"  # could be neither answered nor split: entity children retrieve for it
 UNRESOLVED = "unresolved"      # never decided (depth D) or its retries ran out: a leaf keeping its passages
 PARSE_ERROR = "parse_error"    # the decision output did not parse: a leaf keeping its passages
+CAPPED = "capped"              # its split would take the tree over `max_nodes`: not made, a leaf keeping its passages
 ENTITY = "entity"
 
 
@@ -104,6 +105,7 @@ def tree_stats(root: Node) -> dict[str, float]:
         "answers_rejected": sum(n.rejected for n in queries),
         "missing_logprobs": sum(n.missing_logprobs for n in queries),
         "root_answered": float(root.status == ANSWERED),
+        "capped": float(any(n.status == CAPPED for n in queries)),
     }
 
 

@@ -38,6 +38,8 @@ def format_tree(tree: Mapping[str, Any], outputs: bool = False) -> str:
         return f"{tree['kind'].upper()} tree: none ({reason}); the question itself was searched instead{sentences}"
     height = max(n["height"] for n in nodes)
     head = f"{tree['kind'].upper()} tree: {len(nodes)} of {tree['parse_nodes']} parse nodes processed, height {height}"
+    if tree.get("capped"):
+        head += f" (capped at max_nodes={tree['capped']['value']}: {tree['capped']['skipped']} deeper nodes skipped)"
     lines = [head + sentences]
 
     def add(index: int, prefix: str, last: bool, top: bool) -> None:

@@ -17,6 +17,12 @@ is CoT only (no parse, FAG without documents).
 Fallbacks, each counted per question: a QG reply without a parsable `response:` list → the phrase is the
 query (`qg_fallbacks`); an empty SAG reply → the node's raw passages are its evidence (`sag_fallbacks`); a
 question the parser cannot parse → FAG on BM25 top-k for the question (`traversal_fallback`).
+
+Ceiling: at most `max_nodes` nodes a question (64 by default; no paper states one, and the longest of 1,366
+real HotpotQA, 2Wiki, MuSiQue and Bamboogle questions keeps 16 dependency-tree nodes). A longer question's
+tree keeps the nodes nearest its root (`tree.nearest_root`) and is answered from them: its deeper, shorter
+phrases are skipped, the question counts as `capped` and its trace says how many nodes were skipped. Each
+level (or node, with `batching="node"`) ticks a progress bar with the nodes and the LLM calls and tokens so far.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from hoprag.data.types import Passage
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import Context, ContextPrompt, PassageFormat
 from hoprag.retrieval.retrievers import Hit, Retriever
-from hoprag.search.steps import llm_step, retrieval_step
+from hoprag.search.steps import capped, llm_step, retrieval_step
 from hoprag.search.treerare import prompts as P
 from hoprag.search.treerare.parsing import parse_queries
-from hoprag.search.treerare.tree import KeptNode, SyntaxTree, prune, subtree
+from hoprag.search.treerare.tree import KeptNode, SyntaxTree, nearest_root, prune, subtree
+from hoprag.utils import progress
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +102,7 @@ class QuestionTree:
     sentences: int = 1
     fallback: str | None = None
     fallback_passages: list[Passage] = field(default_factory=list)
+    capped: dict[str, Any] | None = None  # over `max_nodes`: the ceiling and the nodes skipped (`steps.capped`)
 
     def levels(self) -> int:
         return max((n.height for n in self.nodes), default=0)
@@ -119,11 +127,13 @@ class QuestionTree:
             "qg_fallbacks": sum("qg_unparsed" in n.fallbacks for n in self.nodes),
             "sag_fallbacks": sum("sag_empty" in n.fallbacks for n in self.nodes),
             "traversal_fallback": float(self.fallback is not None), "multi_sentence": float(self.sentences > 1),
+            "capped": float(self.capped is not None),
         }  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "sentences": self.sentences, "parse_nodes": self.parse_nodes,
-                "fallback": self.fallback, "nodes": [n.to_dict() for n in self.nodes]}  # fmt: skip
+                "fallback": self.fallback, "capped": self.capped,
+                "nodes": [n.to_dict() for n in self.nodes]}  # fmt: skip
 
 
 def as_evidence(passage: Passage) -> Passage:
@@ -169,18 +179,30 @@ def by_level(trees: Sequence[QuestionTree]) -> list[list[tuple[int, int]]]:
 
 
 def start_trees(
-    parser: TreeParser, questions: Sequence[str], kind: str, min_tokens: int, collapse_unary: bool
+    parser: TreeParser,
+    questions: Sequence[str],
+    kind: str,
+    min_tokens: int,
+    collapse_unary: bool,
+    max_nodes: int | None = None,
 ) -> list[QuestionTree]:
-    """Parse and prune every question; an unparsable one is marked to fall back."""
+    """Parse and prune every question, keeping at most `max_nodes` nodes each (those nearest the root; a
+    question over the ceiling is recorded as capped; None: all, for Tree-Retrieval, whose nodes make no LLM
+    call); an unparsable one is marked to fall back."""
     trees = []
     for question, parsed in zip(questions, parse_all(parser, questions)):
         if isinstance(parsed, str):
             trees.append(QuestionTree(question, kind, fallback=parsed))
             continue
         kept = prune(parsed, min_tokens, collapse_unary)
-        nodes = [NodeRecord.of(n) for n in kept]
+        processed = kept if max_nodes is None else nearest_root(kept, max_nodes)
+        nodes = [NodeRecord.of(n) for n in processed]
         parse_nodes = sum(1 for _ in parsed.root.walk())
-        trees.append(QuestionTree(question, kind, nodes, parse_nodes, parsed.sentences))
+        tree = QuestionTree(question, kind, nodes, parse_nodes, parsed.sentences)
+        if len(processed) < len(kept):
+            skipped = len(kept) - len(processed)
+            tree.capped = capped(question, "max_nodes", max_nodes, kept_nodes=len(kept), skipped=skipped)
+        trees.append(tree)
     return trees
 
 
@@ -189,7 +211,8 @@ class TreeRareSearch:
     (default 3 multi-hop, 5 ambiguous); `evidence_scope`: a parent's QG sees its whole processed subtree's
     evidence (`subtree`, the code) or its kept children's only (`children`, the paper's formula);
     `show_child_queries`: the children's queries in the parent's QG prompt (the code). `qg_prefix` is an
-    assistant prefill of the QG reply (a small-model aid; the reply is read with the prefix in front)."""
+    assistant prefill of the QG reply (a small-model aid; the reply is read with the prefix in front).
+    `max_nodes` is the per-question ceiling (module docstring)."""
 
     def __init__(
         self,
@@ -213,6 +236,7 @@ class TreeRareSearch:
         qg_prefix: str | None = None,
         qg_generation: Mapping[str, Any] | None = None,
         sag_generation: Mapping[str, Any] | None = None,
+        max_nodes: int = 64,
     ) -> None:
         if task not in P.TASKS:
             raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
@@ -224,6 +248,8 @@ class TreeRareSearch:
             raise ValueError("a parser is needed unless use_tree=false (CoT only)")
         if (retrieval or use_tree) and retriever is None:
             raise ValueError("a retriever is needed unless both retrieval and use_tree are off")
+        if max_nodes < 1:
+            raise ValueError(f"method.search.max_nodes must be at least 1 (nodes a question), got {max_nodes}")
         self.llm, self.retriever, self.parser = llm, retriever, parser
         self.kind, self.task, self.k = kind, task, k
         self.max_queries = max_queries or MAX_QUERIES[task]
@@ -235,19 +261,24 @@ class TreeRareSearch:
         self.qg_prefix = qg_prefix or ""
         self.qg_generation = dict(qg_generation or {})
         self.sag_generation = dict(sag_generation or {})
+        self.max_nodes = max_nodes
 
     def search(self, questions: Sequence[str], costs: Sequence[Cost]) -> list[QuestionTree]:
         """Every question's traversed tree (the answer step is the caller's: `final_prompt`)."""
         if not self.use_tree:
             return [QuestionTree(q, "none") for q in questions]
-        trees = start_trees(self.parser, questions, self.kind, self.min_tokens, self.collapse_unary)
+        trees = start_trees(self.parser, questions, self.kind, self.min_tokens, self.collapse_unary, self.max_nodes)
         if self.one_by_one:
-            for q, tree in enumerate(trees):
-                for i in range(len(tree.nodes)):
-                    self.process(trees, [(q, i)], costs)
+            steps = [[(q, i)] for q, tree in enumerate(trees) for i in range(len(tree.nodes))]
         else:
-            for level in by_level(trees):
-                self.process(trees, level, costs)
+            steps = by_level(trees)
+        unit = "node" if self.one_by_one else "level"
+        desc = f"TreeRare {unit}s of {len(trees)} question{'s' * (len(trees) != 1)}"
+        with progress.bar(total=len(steps), desc=desc, unit=unit, leave=False) as shown:
+            for step in steps:
+                shown.set_postfix(nodes=len(step), **progress.spent(costs))
+                self.process(trees, step, costs)
+                shown.update()
         self.fall_back(trees, costs)
         return trees
 

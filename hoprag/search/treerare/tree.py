@@ -6,7 +6,8 @@ children left to right. `prune` then keeps what the paper processes: a child is 
 least `min_tokens` whitespace tokens, its label is not a non-informative type and it is not a bare wh-word;
 a dropped child's whole subtree goes with it, and the root is always kept. The kept nodes come in post-order
 (children left to right, each before its parent, the root last) with their height in the pruned tree, which
-is what the level-batched traversal groups by.
+is what the level-batched traversal groups by. A tree over the traversal's ceiling (`max_nodes`) keeps only
+its nodes `nearest_root`.
 """
 
 from __future__ import annotations
@@ -101,6 +102,32 @@ def prune(tree: SyntaxTree, min_tokens: int = 3, collapse_unary: bool = False) -
         return len(kept) - 1
 
     visit(tree.root)
+    return kept
+
+
+def nearest_root(nodes: list[KeptNode], max_nodes: int) -> list[KeptNode]:
+    """At most `max_nodes` of the kept nodes (post-order, the root last): those nearest the root, breadth
+    first from it, children left to right, again in post-order with their heights recomputed. A tree over the
+    ceiling thus loses its deepest nodes, each with its subtree (as pruning drops a short phrase's: their
+    words are in their ancestors' phrases), and keeps the root and the phrases closest to the question."""
+    if len(nodes) <= max_nodes:
+        return nodes
+    chosen: set[int] = set()
+    queue = [len(nodes) - 1]
+    while queue and len(chosen) < max_nodes:
+        index = queue.pop(0)
+        chosen.add(index)
+        queue += nodes[index].children
+    kept: list[KeptNode] = []
+
+    def visit(index: int) -> int:
+        node = nodes[index]
+        children = [visit(c) for c in node.children if c in chosen]
+        height = 1 + max((kept[c].height for c in children), default=0)
+        kept.append(KeptNode(len(kept), node.phrase, node.label, children, height))
+        return len(kept) - 1
+
+    visit(len(nodes) - 1)
     return kept
 
 

@@ -5,6 +5,8 @@ own hits plus its kept children's results, reranked against the full question (t
 reranker is a component, `conf/reranker/`), de-duplicated by passage id and cut to `keep` (15). The root's
 list is the result. Levels are batched as in the traversal: per height one search and one rerank call for
 every question of a batch. A question the parser cannot parse gets BM25 top-`keep` (counted).
+The pool holds hits only: a phrase none of whose terms is in the corpus adds nothing (BM25 gives it no
+hit, counted as an empty result), and the reranker only reorders what the pool holds.
 """
 
 from __future__ import annotations

@@ -124,8 +124,11 @@ class EmbeddingDomains:
         if unknown:
             raise ValueError(f"the domain classifier's labels {unknown} are not CRAG domains {DOMAINS}")
 
-    def classify(self, examples: Sequence[QAExample], costs: Sequence[Cost | None]) -> list[DomainGuess]:
+    def check_unseen(self, examples: Sequence[QAExample]) -> None:
         self.model.check_unseen(examples)
+
+    def classify(self, examples: Sequence[QAExample], costs: Sequence[Cost | None]) -> list[DomainGuess]:
+        self.check_unseen(examples)
         started = time.perf_counter()
         domains = self.model.predict([e.question for e in examples])
         share = charge_evenly(costs, time.perf_counter() - started)

@@ -114,6 +114,13 @@ class APISource:
         self.question_stats: list[dict[str, float]] = []
         self._server_checked = False
 
+    def check_questions(self, examples: Sequence[QAExample]) -> None:
+        """A trained domain classifier is never asked about a question it was trained on (PruningRAG's
+        preflight calls this before the first batch; `classify` checks again per batch)."""
+        check = getattr(self.domains, "check_unseen", None)
+        if check is not None:
+            check(examples)
+
     def fetch(self, examples: Sequence[QAExample], costs: Sequence[Cost | None] | None = None) -> list[list[Passage]]:
         """The API passages of each question, in question order (an empty list where the API has nothing)."""
         if costs is not None and len(costs) != len(examples):

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from hoprag.data.crag import parse_query_time  # the loader checks every query_time with it
+
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -53,17 +55,6 @@ class Period:
         if (self.start.year, self.start.month) == (self.end.year, self.end.month):
             return [self.start.strftime("%Y-%m")]
         return [str(y) for y in self.years()]
-
-
-def parse_query_time(text: str) -> datetime:
-    """CRAG's "03/05/2024, 23:18:31 PT" (the zone name is dropped: every CRAG query time is PT)."""
-    cleaned = re.sub(r"\s+[A-Z]{2,4}$", "", text.strip())
-    for fmt in ("%m/%d/%Y, %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y"):
-        try:
-            return datetime.strptime(cleaned, fmt)
-        except ValueError:
-            continue
-    raise ValueError(f"query_time {text!r} is not CRAG's 'mm/dd/yyyy, hh:mm:ss PT'")
 
 
 def resolve_periods(question: str, query_time: str | datetime | date) -> list[Period]:

@@ -1,0 +1,106 @@
+"""A router export is loaded with its contract: made for another option set, router prompt or base model it is
+refused before the first question, naming both sides of each differing key; asked about a question it was
+trained on, it is refused (by PruningRAG, by the classifier router and by scripts/eval_router.py)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+import pytest
+import torch
+
+from hoprag.cost import Cost
+from hoprag.data.types import QAExample
+from hoprag.evaluation.runner import run
+from hoprag.llm import HFLLM, ScriptedLLM
+from hoprag.methods.pruningrag import PruningRAG
+from hoprag.paths import PROJECT_ROOT
+from hoprag.routers.classifier import ClassifierRouter
+from hoprag.routers.options import CRAG_SINGLE, TATQA
+from hoprag.routers.router import LLMRouter, question_record, router_contract
+from hoprag.routers.sources.base import ParametricSource
+from hoprag.routers.splits import LeakError
+from hoprag.utils.contract import ContractMismatch
+
+sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+import eval_router  # noqa: E402
+
+BASE = "org/base-model"
+TRAINED = QAExample("q1", "Who directed Jaws?", ["Steven Spielberg"])
+UNSEEN = QAExample("q2", "When was Soul released?", ["2020"])
+
+
+def router_export(tmp_path, options=CRAG_SINGLE, **changes):
+    """An LLM router's export as training writes it (the adapter weights are never read here)."""
+    folder = tmp_path / "router"
+    folder.mkdir(exist_ok=True)
+    settings = {"base_model": BASE, **router_contract(options), "none_policy": "api",
+                "trained_on": [question_record(TRAINED)], **changes}  # fmt: skip
+    (folder / "router.json").write_text(json.dumps(settings), encoding="utf-8")
+    return str(folder)
+
+
+def tuned(export: str, model: str = BASE) -> HFLLM:
+    return HFLLM(model=model, adapter=export)  # lazy: no weights load unless it generates
+
+
+def test_a_router_made_for_another_option_set_is_refused_naming_both(tmp_path):
+    export = router_export(tmp_path, options=TATQA)
+    with pytest.raises(ContractMismatch, match="options: router 'tatqa', method 'crag_single'"):
+        LLMRouter(tuned(export), options="crag_single")
+    LLMRouter(tuned(export), options="tatqa")
+
+
+def test_a_router_trained_on_another_prompt_or_base_model_is_refused(tmp_path):
+    export = router_export(tmp_path, prompt_version="0123456789ab")
+    with pytest.raises(ContractMismatch, match=r"prompt_version: router '0123456789ab', method '[0-9a-f]{12}'"):
+        LLMRouter(tuned(export))
+    export = router_export(tmp_path)
+    with pytest.raises(ContractMismatch, match="base_model: router 'org/base-model', method 'org/other-model'"):
+        LLMRouter(tuned(export, model="org/other-model"))
+
+
+def test_pruningrag_refuses_the_export_at_construction_and_training_questions_before_routing(tmp_path):
+    tatqa = router_export(tmp_path, options=TATQA)
+    router = functools.partial(LLMRouter, options="crag_single")
+    sources = {"llm": ParametricSource()}
+    with pytest.raises(ContractMismatch, match="options: router 'tatqa', method 'crag_single'"):
+        PruningRAG(ScriptedLLM(), sources, router, router_llm=tuned(tatqa))
+    method = PruningRAG(ScriptedLLM(), sources, router, router_llm=tuned(router_export(tmp_path)))
+    with pytest.raises(LeakError, match="1 question ids"):
+        method.answer([UNSEEN, TRAINED], [Cost(), Cost()])
+
+
+def test_the_runner_refuses_training_questions_before_the_first_batch_is_written(tmp_path):
+    """The leak sits in the second batch: the preflight refuses it before the first batch is answered, and an
+    old run in the directory stays as it was (overwrite=true removes nothing until the preflight passed)."""
+    router = functools.partial(LLMRouter, options="crag_single")
+    method = PruningRAG(ScriptedLLM(), {"llm": ParametricSource()}, router, router_llm=tuned(router_export(tmp_path)))
+    old = tmp_path / "run" / "predictions.jsonl"
+    old.parent.mkdir()
+    old.write_text('{"id": "old"}\n', encoding="utf-8")
+    with pytest.raises(LeakError, match="1 question ids"):
+        run(method, [UNSEEN, TRAINED], old.parent, batch_size=1, overwrite=True)
+    assert old.read_text(encoding="utf-8") == '{"id": "old"}\n'
+
+
+def test_the_classifier_router_refuses_another_option_set(tmp_path):
+    folder = tmp_path / "classifier"
+    folder.mkdir()
+    torch.save({"weight": torch.zeros(3, 4), "bias": torch.zeros(3)}, folder / "head.pt")
+    settings = {"embedder": {"_target_": "tests.fakes.HashEmbedder", "dim": 4}, "options": "tatqa",
+                "letters": ["a", "b", "c"], "none_policy": "api", "trained_on": []}  # fmt: skip
+    (folder / "router.json").write_text(json.dumps(settings), encoding="utf-8")
+    with pytest.raises(ContractMismatch, match="options: router 'tatqa', method 'crag_single'"):
+        ClassifierRouter.load(folder, "crag_single")
+    (folder / "router.json").write_text(json.dumps({**settings, "letters": ["a", "b"]}), encoding="utf-8")
+    with pytest.raises(ContractMismatch, match=r"letters: router \['a', 'b'\], method \['a', 'b', 'c'\]"):
+        ClassifierRouter.load(folder)
+
+
+def test_eval_router_refuses_an_adapter_for_another_option_set_before_loading_it(tmp_path):
+    export = router_export(tmp_path, options=CRAG_SINGLE)
+    with pytest.raises(ContractMismatch, match="options: router 'crag_single', method 'tatqa'"):
+        eval_router.read_adapter_settings(export, TATQA)
