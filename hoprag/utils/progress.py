@@ -102,12 +102,14 @@ class LineBar(plain_tqdm):
 
     def write_line(self) -> None:
         LineBar.last_line = time.monotonic()
+        self.written = self.n
         self.fp.write(str(self) + "\n")
         self.fp.flush()
 
     def close(self) -> None:
-        """The final state of a bar that stays, as its last line; then tqdm's bookkeeping, nothing to clear."""
-        if not self.disable and self.leave:
+        """The final state of a bar that stays, as its last line unless the last line already showed it; then
+        tqdm's bookkeeping, nothing to clear."""
+        if not self.disable and self.leave and getattr(self, "written", None) != self.n:
             self.write_line()
         self.leave = False
         super().close()

@@ -276,3 +276,13 @@ def test_treerare_ticks_per_tree_level_with_its_nodes_and_the_calls_so_far(bars)
         assert "2 questions" in bar.kwargs["desc"]
         assert bar.postfixes[0] == {"nodes": first, "llm_calls": 0, "tokens": 0}
         assert bar.postfixes[-1]["llm_calls"] > 0 and bar.postfixes[-1]["tokens"] > 0
+
+
+def test_a_final_state_already_written_is_not_written_twice(env):
+    env.setattr(progress, "INTERVAL", 0.0)  # every update writes a line
+    env.setattr(progress.LineBar, "last_line", -math.inf)
+    log = io.StringIO()
+    with progress.bar(total=2, desc="encoding", unit="passage", file=log) as bar:
+        bar.update(2)
+    lines = log.getvalue().splitlines()
+    assert lines[-1].startswith("encoding: 2/2 passage") and not lines[-2].startswith("encoding: 2/2")
