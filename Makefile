@@ -39,7 +39,7 @@ OFFLINE := HF_HUB_OFFLINE=1 WANDB_MODE=offline
 
 # hoprag against a real llama.cpp server (not part of `make test`): llama-cpp-python[server] in its own
 # virtualenv (compiled once, ~9 minutes on 2 cores), the bundled SmolLM2 GGUF on 127.0.0.1, standard_rag and
-# prunerag on 4 questions each through llm=openai, compared with the in-process backend (scripts/test_servers.py).
+# prunerag on 4 questions each through llm=openai, compared with the in-process backend (scripts/servers/test_servers.py).
 SERVERS_VENV ?= .venv-servers
 LLAMA_CPP_SPEC ?= llama-cpp-python[server]==0.3.36
 SERVERS_ARGS ?=
@@ -50,7 +50,7 @@ $(SERVERS_VENV)/.installed:
 	touch $@
 
 test-servers: $(STAMP) $(SERVERS_VENV)/.installed
-	$(OFFLINE) $(PY) scripts/test_servers.py --server-python $(SERVERS_VENV)/bin/python $(SERVERS_ARGS)
+	$(OFFLINE) $(PY) scripts/servers/test_servers.py --server-python $(SERVERS_VENV)/bin/python $(SERVERS_ARGS)
 
 # Retrieval metrics of dense (MiniLM), BM25 and RRF on the bundled HotpotQA dev sample; then the same 8 of its
 # questions answered by SmolLM2 three ways: standard RAG (top-5), MMKP-selected context (Self-Correcting RAG's
@@ -58,29 +58,29 @@ test-servers: $(STAMP) $(SERVERS_VENV)/.installed
 # SmolLM2's prompts short), printed; last, one table comparing the three runs (quality, cost, paired tests).
 DEMO := logs/demo
 demo: $(STAMP)
-	$(OFFLINE) $(PY) -m hoprag.eval_retrieval data=hotpotqa
+	$(OFFLINE) $(PY) eval_retrieval.py data=hotpotqa
 	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=3 overwrite=true hydra.run.dir=$(DEMO)/standard_rag
 	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/sc_rag_select
-	$(OFFLINE) $(PY) eval.py +method=prunerag metrics.passage_match=title data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag
-	$(PY) scripts/show_trees.py $(DEMO)/prunerag -n 4
-	$(OFFLINE) $(PY) eval.py +method=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare
-	$(PY) scripts/show_treerare.py $(DEMO)/treerare -n 1
-	$(PY) -m hoprag.compare $(DEMO)/standard_rag $(DEMO)/sc_rag_select $(DEMO)/prunerag --out $(DEMO)/compare
+	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag
+	$(PY) scripts/runs/show_trees.py $(DEMO)/prunerag -n 4
+	$(OFFLINE) $(PY) eval.py +experiment=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare
+	$(PY) scripts/runs/show_treerare.py $(DEMO)/treerare -n 1
+	$(PY) compare.py $(DEMO)/standard_rag $(DEMO)/sc_rag_select $(DEMO)/prunerag --out $(DEMO)/compare
 
 # The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.
 train: $(STAMP)
 	$(OFFLINE) $(PY) train.py +model=treehop hydra.run.dir=logs/demo/treehop_train
-	$(OFFLINE) $(PY) eval.py +method=treehop data=2wiki method.ckpt=logs/demo/treehop_train/export hydra.run.dir=logs/demo/treehop_eval overwrite=true
-	$(PY) scripts/eval_treehop.py logs/demo/treehop_eval
+	$(OFFLINE) $(PY) eval.py +method=treehop data=2wiki method.search.ckpt=logs/demo/treehop_train/export hydra.run.dir=logs/demo/treehop_eval overwrite=true
+	$(PY) scripts/runs/eval_treehop.py logs/demo/treehop_eval
 
 bench: $(STAMP)
-	$(OFFLINE) $(PY) scripts/bench_retrieval.py
-	$(OFFLINE) $(PY) scripts/bench_llm.py
-	$(OFFLINE) $(PY) scripts/bench_mmkp.py
-	$(OFFLINE) $(PY) scripts/bench_prunerag.py
-	$(OFFLINE) $(PY) scripts/bench_treerare.py
-	$(OFFLINE) $(PY) scripts/bench_mcts.py
-	$(OFFLINE) $(PY) scripts/bench_treehop.py
+	$(OFFLINE) $(PY) scripts/bench/bench_retrieval.py
+	$(OFFLINE) $(PY) scripts/bench/bench_llm.py
+	$(OFFLINE) $(PY) scripts/bench/bench_mmkp.py
+	$(OFFLINE) $(PY) scripts/bench/bench_prunerag.py
+	$(OFFLINE) $(PY) scripts/bench/bench_treerare.py
+	$(OFFLINE) $(PY) scripts/bench/bench_mcts.py
+	$(OFFLINE) $(PY) scripts/bench/bench_treehop.py
 
 clean:
 	rm -rf $(VENV) .cache outputs logs .pytest_cache

@@ -16,10 +16,10 @@ from hoprag.retrieval import FlagEmbedder, Retriever
 from hoprag.search.prunerag.parsing import ACTIONS
 
 ABLATED = {  # spec/prunerag.md §2.6, Table 2: the switches each ablation turns
-    "prunerag_wo_con": {"method.use_confidence": False},
-    "prunerag_wo_ans": {"method.actions": ["decomposition", "entity"]},
-    "prunerag_wo_ent": {"method.actions": ["answer", "decomposition"]},
-    "prunerag_wo_ada": {"method.actions": ["decomposition"], "method.use_confidence": False},
+    "prunerag_wo_con": {"method.builder.use_confidence": False},
+    "prunerag_wo_ans": {"method.builder.actions": ["decomposition", "entity"]},
+    "prunerag_wo_ent": {"method.builder.actions": ["answer", "decomposition"]},
+    "prunerag_wo_ada": {"method.builder.actions": ["decomposition"], "method.builder.use_confidence": False},
 }
 
 
@@ -46,8 +46,9 @@ def assert_faithful_prunerag(cfg) -> None:
     assert b.retry_actions == b.actions  # §7 item 2: the retry offers every action (the code)
     assert b.generation["temperature"] == 0.0 and cfg.method.generation.temperature == 0.0  # §4: greedy
     assert (b.prefix, b.free_text_fallback, b.lenient, b.min_children) == ("", False, False, None)  # §2.4: no aids
-    assert cfg.method.answer_prefix is None and cfg.method.decision_examples == "inline"  # §9.3: one user message
-    assert cfg.method.aggregation == "single_call_tree" and not cfg.method.show_internal_context  # §7 items 1, 8
+    aggregator = cfg.method.aggregator
+    assert aggregator.answer_prefix is None and cfg.method.builder.decision_examples == "inline"  # §9.3: one message
+    assert aggregator.mode == "single_call_tree" and not aggregator.show_internal_context  # §7 items 1, 8
 
 
 def test_prunerag_faithful_is_the_digests_procedure(compose_cfg):
@@ -61,7 +62,7 @@ def test_prunerag_paper_adds_the_papers_llm_and_retriever(compose_cfg):
     assert_faithful_prunerag(cfg)
     assert cfg.llm._target_ == "hoprag.llm.VLLMLLM" and cfg.llm.model == "Qwen/Qwen3-8B"  # §4: vLLM, Qwen3-8B
     assert cfg.llm.max_model_len == 40960 and cfg.llm.logprobs  # §9.5: max_model_len; log-probs for eq. 4
-    assert cfg.method.decision_generation.max_new_tokens == cfg.method.generation.max_new_tokens == 4096  # §4
+    assert cfg.method.builder.generation.max_new_tokens == cfg.method.generation.max_new_tokens == 4096  # §4
     assert cfg.embedder.model == "BAAI/bge-large-en-v1.5" and cfg.embedder.pooling_method == "cls"  # §4; §7 item 13
 
 
@@ -118,7 +119,9 @@ def test_the_small_data_treehop_defaults_are_not_the_papers(compose_cfg):
 def test_sc_rag_paper_is_the_papers_setting(compose_cfg):
     cfg = compose_cfg("eval", ["+experiment=sc_rag_paper"])
     m = cfg.method
-    search = instantiate(m.search)
+    corpus = [Passage("p1", "Paris", "Paris is the capital of France."), Passage("p2", "Lyon", "Lyon is a city.")]
+    built = instantiate(m)(llm=ScriptedLLM(), retriever=Retriever(corpus))
+    search = built.search.config
     # self_correcting_rag.md §7 (Table 10), §5.3, §5.5
     assert (search.simulations, search.branching, search.max_depth, search.c) == (24, 3, 3, 1.4)
     assert search.selection == "uct" and (search.temperature, search.top_p, search.max_new_tokens) == (0.7, 0.9, 256)
@@ -128,6 +131,7 @@ def test_sc_rag_paper_is_the_papers_setting(compose_cfg):
     ev = m.evidence  # §5.2 evidence extraction: 3 per passage, K = 8, 0.6·TF-IDF + 0.4·dense
     assert (ev.per_passage, ev.total, ev.tfidf_weight, ev.dense_weight) == (3, 8, 0.6, 0.4)
     sel = m.selector  # §7 (Table 9)
+    assert m.token_counter.mode == "tokenizer"  # the generator's tokens of each passage as prompted
     assert (sel.token_budget, sel.redundancy_budget, sel.alpha, sel.beta) == (1500, 120, 0.7, 0.3)
     assert (sel.sim_threshold, sel.redundancy_scale, sel.max_per_group, sel.solver) == (0.82, 100.0, 1, "pareto_dp")
     fe = m.front_end  # §3 (the code's recipe)
@@ -141,6 +145,3 @@ def test_sc_rag_paper_is_the_papers_setting(compose_cfg):
     emb = instantiate(cfg.embedder)  # §2, §7: bge-small-en-v1.5, normalised (CLS: the model's pooling)
     assert isinstance(emb, FlagEmbedder) and emb.model == "BAAI/bge-small-en-v1.5"
     assert emb.normalize and emb.pooling_method == "cls" and emb.query_prefix == "" and not emb.use_fp16
-    corpus = [Passage("p1", "Paris", "Paris is the capital of France."), Passage("p2", "Lyon", "Lyon is a city.")]
-    built = instantiate(m)(llm=ScriptedLLM(), retriever=Retriever(corpus))
-    assert built.search.config == search

@@ -1,7 +1,7 @@
-"""`python -m hoprag.compare`: see the package docstring."""
+"""`python -m hoprag.compare`, an alias of the root entry point `python compare.py`: see the package docstring."""
 
 import sys
 
-from hoprag.compare import main
+from hoprag.compare.cli import main
 
 sys.exit(main())

@@ -8,10 +8,10 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
-from hoprag.compare import (
+from hoprag.compare.comparison import Comparison
+from hoprag.compare.render import (
     TABLE_NOTE,
     TRAIN_NOTE,
-    Comparison,
     significance_cells,
     significance_header,
     significance_intro,

@@ -18,10 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hoprag.compare import SEED, Column, Comparison, Group, is_run_control_override
+from hoprag.compare.columns import Column
+from hoprag.compare.comparison import Comparison
+from hoprag.compare.groups import SEED, Group, is_run_control_override
 
 HOP_HITS = re.compile(r"^method/(.+)/hop(\d+)/hits$")
-VARIANTS = ("direct", "q-c", "untrained", "treehop")  # scripts/eval_treehop.py's order
+VARIANTS = ("direct", "q-c", "untrained", "treehop")  # scripts/runs/eval_treehop.py's order
 
 
 # -- data --------------------------------------------------------------------------------------------------------

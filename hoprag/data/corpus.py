@@ -3,19 +3,25 @@
 Context paragraphs get an id derived from their content, so the same paragraph appearing in two
 questions (or in two subsets of a dataset) always has the same id; the pooled corpus is then simply the
 id-deduplicated union of all contexts, as TreeHop and HippoRAG build their closed-corpus evaluations.
+A dataset whose corpus records have a layout of their own registers a reader for them (`register_layout`),
+so this module reads them without knowing any dataset.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hoprag.data import validation as check
 from hoprag.data.records import iter_records, parse_located, parse_records, unique_ids, write_jsonl
 from hoprag.data.types import Passage, QAExample
+
+Record = dict[str, Any]
+# name -> (does a record have this layout, its passage); filled by the dataset modules (see register_layout)
+LAYOUTS: dict[str, tuple[Callable[[Record], bool], Callable[[Record], Passage]]] = {}
 
 
 def passage_id(title: str, text: str) -> str:
@@ -51,13 +57,18 @@ def unquote_title(title: str) -> str:
     return title
 
 
-def _corpus_passage(record: dict[str, Any], unquote: bool) -> Passage:
-    # FlashRAG's own fallbacks: `contents` = "title\ntext", else `title` + `text`, else `text` alone;
-    # a MultiHop-RAG article (`title`, `source`, `body`) is one passage of its own layout.
-    if "body" in record and "source" in record:
-        from hoprag.data.multihop_rag import article_passage
+def register_layout(name: str, claims: Callable[[Record], bool], passage: Callable[[Record], Passage]) -> None:
+    """Read a dataset's own corpus records in `iter_corpus`/`read_corpus`: a record that `claims` (told by its
+    keys, as a question format is) becomes `passage(record)`. Dataset modules call this when imported, and
+    importing any `hoprag.data` module imports them all (the package imports `loading`)."""
+    LAYOUTS[name] = (claims, passage)
 
-        return article_passage(record)
+
+def _corpus_passage(record: Record, unquote: bool) -> Passage:
+    for claims, passage in LAYOUTS.values():
+        if claims(record):
+            return passage(record)
+    # FlashRAG's own fallbacks: `contents` = "title\ntext", else `title` + `text`, else `text` alone
     if "contents" in record:
         title, _, text = check.text(record["contents"], "contents").partition("\n")
     elif "title" in record:

@@ -16,7 +16,7 @@ import hashlib
 from typing import Any
 
 from hoprag.data import validation as check
-from hoprag.data.corpus import passage_id
+from hoprag.data.corpus import passage_id, register_layout
 from hoprag.data.records import distinct, extra_fields
 from hoprag.data.types import Passage, QAExample
 
@@ -44,8 +44,16 @@ def parse_multihop_rag(record: dict[str, Any]) -> QAExample:
     )
 
 
+def is_article(record: dict[str, Any]) -> bool:
+    """A corpus record is an article (`title`, `source`, `body`), not a FlashRAG passage."""
+    return "body" in record and "source" in record
+
+
 def article_passage(record: dict[str, Any]) -> Passage:
     """One corpus article as a passage (see the module docstring for its text)."""
     title = check.text(record["title"], "title")
     text = f"Source: {check.text(record['source'], 'source')}\nContext: {check.text(record['body'], 'body')}"
     return Passage(id=passage_id(title, text), title=title, text=text)
+
+
+register_layout("multihop_rag", is_article, article_passage)

@@ -7,11 +7,13 @@ budget by one rule). Heavy libraries (torch, transformers, vllm) are imported on
 its model.
 """
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, Usage, cut_at_stop
+from hoprag.llm.base import LLM, Prompt, cut_at_stop
 from hoprag.llm.hf import HFLLM
-from hoprag.llm.openai_compat import LLMConnectionError, LLMError, LLMRequestError, OpenAICompatLLM
+from hoprag.llm.openai_compat import OpenAICompatLLM
+from hoprag.llm.openai_http import LLMConnectionError, LLMError, LLMRequestError
 from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.scripted import ScriptedLLM
+from hoprag.llm.types import Generation, SamplingParams, Usage
 from hoprag.llm.vllm import VLLMLLM
 
 __all__ = [

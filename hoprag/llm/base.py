@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from hoprag.cost import Cost, charge_evenly
+from hoprag.llm.cache import GenerationCache, request_key
 from hoprag.llm.prompts import (
     ContextPrompt,
     Fit,
@@ -27,68 +28,9 @@ from hoprag.llm.prompts import (
     is_prompt_batch,
 )
 from hoprag.llm.tokenizer import count_texts, prompt_ids
+from hoprag.llm.types import Generation, SamplingParams, Usage
 
-__all__ = ["LLM", "Generation", "Message", "Prompt", "SamplingParams", "Usage", "chat_template_flags",
-           "continues_reply", "covering_tokens", "cut_at_stop"]
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Decoding options; temperature 0 means greedy. `stop` strings end a generation and are cut off."""
-
-    max_new_tokens: int = 64
-    temperature: float = 0.0
-    top_p: float = 1.0
-    n: int = 1
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "stop", tuple(self.stop))
-        if self.n < 1 or self.max_new_tokens < 1:
-            raise ValueError(f"n and max_new_tokens must be positive: {self}")
-        if self.n > 1 and self.temperature == 0:
-            raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives n identical answers)")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One completion. `tokens`/`logprobs` cover the generated text up to (not including) a stop string.
-
-    Token rule, the same in every backend: `completion_tokens` counts the tokens the model generated for
-    the sample, up to the one completing a stop string, *without* the end-of-sequence token (what
-    llama.cpp's and the OpenAI API's `usage` report, so in-process and served runs agree). `prompt_tokens`
-    counts every prompt token processed for the prompt's samples: once per request, so a server that
-    ignores `n` and is asked once per sample is charged once per sample."""
-
-    text: str
-    tokens: tuple[str, ...] = ()
-    logprobs: tuple[float, ...] | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    finish_reason: str = "stop"  # "stop" (EOS or a stop string) or "length"
-
-    @property
-    def mean_logprob(self) -> float | None:
-        if not self.logprobs:
-            return None
-        return sum(self.logprobs) / len(self.logprobs)
-
-
-@dataclass
-class Usage:
-    """Totals over the life of a backend object."""
-
-    calls: int = 0
-    prompts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    cache_hits: int = 0  # prompts answered from the generation cache
+__all__ = ["LLM", "Message", "Prompt", "chat_template_flags", "continues_reply", "covering_tokens", "cut_at_stop"]
 
 
 class LLM:
@@ -110,8 +52,6 @@ class LLM:
         self.usage = Usage()
         self.cache = None
         if generation_cache:  # greedy generations on disk, keyed by the full request (hoprag.llm.cache)
-            from hoprag.llm.cache import GenerationCache
-
             self.cache = GenerationCache(generation_cache)
 
     def missing_capabilities(self, needs: Iterable[str]) -> list[str]:
@@ -200,8 +140,6 @@ class LLM:
         return outputs
 
     def _generate_cached(self, prompts: list[Prompt], params: SamplingParams) -> tuple[list[list[Generation]], list[bool]]:
-        from hoprag.llm.cache import request_key
-
         identity = self.identity()
         keys = [request_key(identity, p, params) for p in prompts]
         found = self.cache.get(keys)

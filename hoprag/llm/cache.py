@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hoprag.llm.base import Generation, Prompt, SamplingParams
+from hoprag.llm.prompts import Prompt
+from hoprag.llm.types import Generation, SamplingParams
 
 # Bumped whenever what a cached Generation holds changes meaning (2: completion tokens exclude the end token),
 # so entries written under the old rule are never served under the new one.

@@ -37,10 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams
+from hoprag.llm.base import LLM, Prompt
 from hoprag.llm.hf_decode import Decoder
 from hoprag.llm.hf_loading import DTYPES, LoadedModel, adapter_digest, load_causal_lm
 from hoprag.llm.tokenizer import load_tokenizer, render_prompt
+from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils.bundled import resolve_model_ref
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from hoprag.llm.base import Generation, SamplingParams, cut_at_stop
+from hoprag.llm.base import cut_at_stop
+from hoprag.llm.types import Generation, SamplingParams
 
 
 class Decoder:

@@ -31,7 +31,8 @@ takes declared `capabilities` instead (hosted APIs). Then:
 
 Connection errors, timeouts, 429 and 5xx are retried `max_retries` times with exponential back-off and
 jitter (a `Retry-After` header is honoured up to `max_backoff`); other 4xx fail at once with the
-server's message. A server that stays unreachable raises `LLMConnectionError` naming the URL.
+server's message. A server that stays unreachable raises `LLMConnectionError` naming the URL. The errors
+and the reading of response bodies live in `hoprag.llm.openai_http`.
 """
 
 from __future__ import annotations
@@ -51,42 +52,27 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, continues_reply, covering_tokens, cut_at_stop
+from hoprag.llm.base import LLM, Prompt, continues_reply
+from hoprag.llm.openai_http import (
+    RETRY_STATUS,
+    LLMConnectionError,
+    LLMError,
+    LLMRequestError,
+    choice_logprobs,
+    error_detail,
+    parse_response,
+    retry_after_seconds,
+    start_hint,
+)
 from hoprag.llm.tokenizer import render_prompt
+from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils.secrets import redact
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 CAPABILITIES = ("logprobs", "n", "prefill")
 _PROBED: dict[tuple[Any, ...], dict[str, Any]] = {}  # probed capabilities per base URL + model (+ what is probed)
 _PROBE_LOCK = threading.Lock()
-
-
-class LLMError(RuntimeError):
-    """An LLM backend failed."""
-
-
-class LLMConnectionError(LLMError):
-    """The server could not be reached (after retries)."""
-
-
-class LLMRequestError(LLMError):
-    """The server answered with an error (a 4xx at once, a 429/5xx after retries) or an unreadable body."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _start_hint(base_url: str) -> str:
-    return (
-        f"Start an OpenAI-compatible server there, e.g. `vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000` "
-        f"(base_url http://localhost:8000/v1), `python scripts/llama_cpp_server.py --model model.gguf --port 8000` "
-        f"(with llm.tokenizer=model.gguf), or `ollama serve` "
-        f"(base_url http://localhost:11434/v1); or point `llm.base_url` at a running one "
-        f"(now {base_url})."
-    )
 
 
 class OpenAICompatLLM(LLM):
@@ -224,7 +210,7 @@ class OpenAICompatLLM(LLM):
                 continue
             caps["model"] = answer.get("model") or caps["model"]
             choices = answer.get("choices") or [{}]
-            if _choice_logprobs(choices[0].get("logprobs"))[1] is not None:
+            if choice_logprobs(choices[0].get("logprobs"))[1] is not None:
                 caps["logprobs"], caps["logprob_fields"] = True, fields
                 break
         url, ask_body = (chat, {"messages": ask}) if self.chat else (completions, {"prompt": "Say yes."})
@@ -332,7 +318,7 @@ class OpenAICompatLLM(LLM):
                 except json.JSONDecodeError as err:
                     raise LLMRequestError(f"{url} answered with a body that is not JSON: {raw[:200]!r}") from err
             except urllib.error.HTTPError as err:
-                detail = _error_detail(err)
+                detail = error_detail(err)
                 if err.code not in RETRY_STATUS or attempt >= self.max_retries:
                     raise LLMRequestError(
                         f"{url} answered HTTP {err.code}"
@@ -340,14 +326,14 @@ class OpenAICompatLLM(LLM):
                         + f": {detail}",
                         status=err.code,
                     ) from None
-                retry_after = _retry_after(err)
+                retry_after = retry_after_seconds(err)
                 reason = f"HTTP {err.code}"
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
                 if attempt >= self.max_retries:
                     why = getattr(err, "reason", err)
                     raise LLMConnectionError(
                         f"cannot reach the OpenAI-compatible server at {url} after {attempt + 1} attempts "
-                        f"({why}). {_start_hint(self.base_url)}"
+                        f"({why}). {start_hint(self.base_url)}"
                     ) from None
                 reason = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
             delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random())
@@ -392,38 +378,7 @@ class OpenAICompatLLM(LLM):
 
     def parse(self, answer: Mapping[str, Any], params: SamplingParams, url: str | None = None) -> list[Generation]:
         """Generations from one response body (chat or completions), in choice order."""
-        try:
-            choices = sorted(answer["choices"], key=lambda c: c.get("index", 0))
-        except (KeyError, TypeError) as err:
-            raise LLMRequestError(f"unexpected response from {url or self.endpoint}: {str(answer)[:300]}") from err
-        usage = answer.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        parsed, generated = [], []
-        for choice in choices:
-            if "message" in choice:
-                text = (choice.get("message") or {}).get("content") or ""
-            else:
-                text = choice.get("text") or ""
-            tokens, logprobs = _choice_logprobs(choice.get("logprobs"))
-            generated.append(len(tokens or ()))
-            kept, stopped = cut_at_stop(text, params.stop)
-            if tokens is not None:
-                keep = covering_tokens(tokens, len(kept))
-                tokens, logprobs = tokens[:keep], None if logprobs is None else logprobs[:keep]
-            finish = "length" if choice.get("finish_reason") == "length" and not stopped else "stop"
-            parsed.append((kept, tokens, logprobs, finish))
-        counts = _split(int(usage.get("completion_tokens") or 0), generated)
-        return [
-            Generation(
-                text=kept,
-                tokens=tuple(tokens or ()),
-                logprobs=None if logprobs is None else tuple(logprobs),
-                prompt_tokens=prompt_tokens,
-                completion_tokens=count,
-                finish_reason=finish,
-            )
-            for (kept, tokens, logprobs, finish), count in zip(parsed, counts)
-        ]
+        return parse_response(answer, params, url or self.endpoint)
 
     def __repr__(self) -> str:
         return f"OpenAICompatLLM(name={self.name!r}, model={self.model!r}, base_url={self.base_url!r})"
@@ -444,54 +399,3 @@ def _declared(capabilities: Mapping[str, Any], chat: bool, model: str) -> dict[s
         caps["logprob_fields"] = "logprobs" if chat else "completions"
     caps.setdefault("logprob_fields", None)
     return caps
-
-
-def _choice_logprobs(data: Any) -> tuple[list[str] | None, list[float] | None]:
-    """Tokens and their log-probs from a choice's `logprobs`: chat (`content: [{token, logprob}]`) or
-    completions (`tokens`, `token_logprobs`) layout; (None, None) when absent."""
-    if not data:
-        return None, None
-    if isinstance(data.get("content"), list):
-        items = data["content"]
-        tokens, lps = [str(i.get("token", "")) for i in items], [i.get("logprob") for i in items]
-    elif isinstance(data.get("tokens"), list) and isinstance(data.get("token_logprobs"), list):
-        tokens, lps = [str(t) for t in data["tokens"]], list(data["token_logprobs"])
-    else:
-        return None, None
-    if any(lp is None for lp in lps):  # unknown stays unknown: no token's log-prob is made up
-        return tokens, None
-    return tokens, [float(lp) for lp in lps]
-
-
-def _split(total: int, weights: list[int]) -> list[int]:
-    """`total` split into len(weights) integer parts: in proportion to the weights when they add up to it
-    (the servers' per-choice token counts), else evenly."""
-    if not weights:
-        return []
-    if sum(weights) == total:
-        return weights
-    base, extra = divmod(total, len(weights))
-    return [base + (1 if i < extra else 0) for i in range(len(weights))]
-
-
-def _error_detail(err: urllib.error.HTTPError) -> str:
-    try:
-        body = err.read().decode("utf-8", "replace")
-    except Exception:  # noqa: BLE001 - the status code is already informative
-        return str(err.reason)
-    try:
-        parsed = json.loads(body)
-        message = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
-        if isinstance(message, dict):
-            message = message.get("message", message)
-        return str(message)[:500]
-    except json.JSONDecodeError:
-        return body[:500] or str(err.reason)
-
-
-def _retry_after(err: urllib.error.HTTPError) -> float | None:
-    value = err.headers.get("Retry-After") if err.headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None

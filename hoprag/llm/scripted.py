@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, cut_at_stop
+from hoprag.llm.base import LLM, Prompt, cut_at_stop
+from hoprag.llm.types import Generation, SamplingParams
 
 Pattern = Union[str, re.Pattern, Callable[[str], bool]]
 Reply = Union[str, Sequence[str], Callable[[str], Union[str, Sequence[str]]]]

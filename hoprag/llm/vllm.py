@@ -22,8 +22,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hoprag.llm.base import LLM, Generation, Prompt, SamplingParams, covering_tokens, cut_at_stop
+from hoprag.llm.base import LLM, Prompt, covering_tokens, cut_at_stop
 from hoprag.llm.hf_loading import adapter_digest
+from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils.bundled import resolve_model_ref
 
 _ENGINES: dict[Hashable, Any] = {}

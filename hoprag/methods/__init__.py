@@ -1,4 +1,5 @@
-"""QA methods: one class per file, each built from `conf/method/<name>.yaml` (its `_target_`)."""
+"""QA methods: one class per file, each built from `conf/method/<name>.yaml` (its `_target_`) and wiring its
+engines by the one rule of conf/method/README.md."""
 
 from hoprag.llm.prompts import ChatPrompt
 from hoprag.methods.answer_extraction import AnswerExtractor, Extraction

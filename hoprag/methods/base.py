@@ -5,14 +5,15 @@ Hydra's `_target_` is the one registry: `conf/method/<name>.yaml` builds the cla
 batch of questions at once (so LLM and retrieval calls are batched across questions) and charges what each
 question cost to that question's `Cost` record. It is built with its components
 as constructor arguments: the runner passes `llm=` (and `retriever=` when `needs_retriever`) to the
-`_partial_` object Hydra makes from `conf/method/<name>.yaml`.
+`_partial_` object Hydra makes from `conf/method/<name>.yaml`, and the method, in turn, finishes its own
+`_partial_` engines with `complete` (the wiring rule: conf/method/README.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
@@ -20,6 +21,20 @@ from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ContextPrompt, Prompt
 from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
+
+T = TypeVar("T")
+
+
+def complete(engine: Callable[..., T], key: str, **given: Any) -> T:
+    """`engine` (a Hydra `_partial_` child, or a class) finished with what only the method holds. A value
+    both the child's config and the method set is refused, not silently replaced by the method's."""
+    both = sorted(set(getattr(engine, "keywords", {})) & set(given))
+    if both:
+        raise ValueError(
+            f"method.{key} sets {both}, which the method itself passes to it (its llm or retriever, or a "
+            f"setting of the method shared with other parts): set them once, on the method, not in method.{key}"
+        )
+    return engine(**given)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Iterative chain baseline (Iter-RetGen style): retrieve, generate, retrieve again with the generation.
 
-    python eval.py +method=iter_retgen data=hotpotqa [method.rounds=3]
+    python eval.py +experiment=iter_retgen data=hotpotqa [method.rounds=3]   # scored with PruneRAG's passage rule
 
 Round 1 retrieves with the question; round t > 1 with the question followed by round t-1's output. Each
 round answers from the passages it retrieved; the last round's output is the answer. It shares the LLM,

@@ -1,6 +1,6 @@
 """PruneRAG (spec/prunerag.md): confidence-guided query decomposition trees, then one aggregated answer.
 
-    python eval.py +method=prunerag data=hotpotqa [method.threshold=0.9] [method.max_depth=2]
+    python eval.py +experiment=prunerag data=hotpotqa [method.builder.threshold=0.9] [method.max_depth=2]
     python eval.py +experiment=prunerag_wo_con data=hotpotqa          # an ablation (conf/experiment/)
 
 The tree search lives in `hoprag.search.prunerag`; this class wires it to the runner: trees for the whole
@@ -12,17 +12,16 @@ A question whose tree reached `max_nodes` has `capped: 1` in `stats` and, in the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.aggregate import Aggregator
-from hoprag.search.prunerag.builder import MAX_NODES, PruneTreeBuilder
-from hoprag.search.prunerag.parsing import ACTIONS
+from hoprag.search.prunerag.builder import PruneTreeBuilder
 from hoprag.search.prunerag.tree import CAPPED, Node, tree_stats
 from hoprag.search.steps import capped
 
@@ -30,13 +29,12 @@ LLM_STAGES = ("decision", "aggregate", "answer")
 
 
 class PruneRAG(Method):
-    """The tree knobs are `PruneTreeBuilder`'s (k, max_depth, threshold, strict_threshold, use_confidence,
-    actions, retry_actions, all_decom_depth, branching, confidence_span, confidence_mean, batching, max_nodes), the
-    aggregation knobs `Aggregator`'s (aggregation, include_context_for_all_leaves, show_internal_context).
-    `decision_generation` and `generation` are the sampling overrides of the decision and answer calls.
-    The small-model aids are the builder's `decision_prefix`, `decision_examples`, `free_text_fallback`,
-    `min_children`, `lenient_json` and the aggregator's `answer_prefix`: off here (the paper's procedure),
-    on in conf/method/prunerag.yaml for the small default LLM, off again in +experiment=prunerag_faithful."""
+    """`builder` grows the trees (`PruneTreeBuilder`'s knobs: k, threshold, actions, the small-model aids
+    ...) and `aggregator` answers from them (`Aggregator`'s: mode, which passages are shown, answer_prefix);
+    both are given unfinished (Hydra `_partial_`, or the class: the paper's procedure, aids off) and
+    completed here with the LLM, the retriever and the three settings they share, declared once on the
+    method: `max_depth` D, `batching` (round or node) and `passage_template`. `generation` is the sampling
+    of the final answer call, the builder's own `generation` that of its decision calls."""
 
     name = "prunerag"
 
@@ -44,58 +42,31 @@ class PruneRAG(Method):
         self,
         llm: LLM,
         retriever: Retriever,
-        k: int = 5,
+        builder: Callable[..., PruneTreeBuilder] = PruneTreeBuilder,
+        aggregator: Callable[..., Aggregator] = Aggregator,
         max_depth: int = 3,
-        threshold: float = 0.95,
-        strict_threshold: bool = False,
-        use_confidence: bool = True,
-        actions: Sequence[str] = ACTIONS,
-        retry_actions: Sequence[str] | None = None,
-        all_decom_depth: int = 0,
-        branching: int = 2,
-        confidence_span: str = "json_value",
-        confidence_mean: bool = True,
         batching: str = "round",
-        aggregation: str = "single_call_tree",
-        include_context_for_all_leaves: bool = True,
-        show_internal_context: bool = False,
         passage_template: str = "{title}\n{text}",
-        decision_generation: Mapping[str, Any] | None = None,
-        decision_prefix: str | None = None,
-        decision_examples: str = "inline",
-        free_text_fallback: bool = False,
-        min_children: int | None = None,
-        lenient_json: bool = False,
-        answer_prefix: str | None = None,
-        max_nodes: int = MAX_NODES,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        self.answer_prefix = answer_prefix
-        self.builder = PruneTreeBuilder(
-            llm, retriever, k=k, max_depth=max_depth, threshold=threshold, strict_threshold=strict_threshold,
-            use_confidence=use_confidence, actions=actions, retry_actions=retry_actions,
-            all_decom_depth=all_decom_depth, branching=branching, confidence_span=confidence_span,
-            confidence_mean=confidence_mean, batching=batching, passage_template=passage_template,
-            generation=decision_generation, decision_prefix=decision_prefix, decision_examples=decision_examples,
-            free_text_fallback=free_text_fallback, min_children=min_children, lenient_json=lenient_json,
-            max_nodes=max_nodes,
-        )  # fmt: skip
-        self.aggregator = Aggregator(
-            llm, mode=aggregation, max_depth=max_depth, passage_template=passage_template,
-            include_context_for_all_leaves=include_context_for_all_leaves,
-            show_internal_context=show_internal_context, one_by_one=batching == "node",
-            fallback=lambda text: self.extractor(text).answer, generation=self.generation,
-            answer_prefix=answer_prefix,
+        shared = {"max_depth": max_depth, "passage_template": passage_template}
+        self.builder = complete(builder, "builder", llm=llm, retriever=retriever, batching=batching, **shared)
+        self.aggregator = complete(
+            aggregator, "aggregator", llm=llm, one_by_one=batching == "node", generation=self.generation,
+            fallback=lambda text: self.extractor(text).answer, **shared,
         )  # fmt: skip
 
     def required_capabilities(self) -> dict[str, str]:
         """Log-probs for the answer confidence; a working assistant prefill for the prefixes."""
         needs = {}
         if self.builder.use_confidence:
-            needs["logprobs"] = "method.use_confidence=false (ablation w/o Con.), or a server that returns them"
-        prefixes = [f"method.{k}=null" for k, v in (("decision_prefix", self.builder.prefix),
-                                                    ("answer_prefix", self.answer_prefix)) if v]  # fmt: skip
+            needs["logprobs"] = "method.builder.use_confidence=false (ablation w/o Con.), or a server returning them"
+        prefills = (
+            ("builder.decision_prefix", self.builder.prefix),
+            ("aggregator.answer_prefix", self.aggregator.prefix),
+        )
+        prefixes = [f"method.{key}=null" for key, prefix in prefills if prefix]
         if prefixes:
             needs["prefill"] = "llm.tokenizer=<the served model's tokenizer> (local chat template), or " + " ".join(
                 prefixes

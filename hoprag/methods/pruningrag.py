@@ -9,7 +9,7 @@ Coarse pruning: a router reads the question alone and picks sources (`strategy=r
 fixed (`strategy=fixed`: no pruning when all are named), or the LLM answers alone first and the `fixed`
 sources are consulted only for the questions where it abstains (`strategy=fallback`, Table 3's "LLM → X";
 abstaining is CRAG's missing rule: "i don't know" anywhere in the answer). Only the chosen sources are
-consulted, each with its own fine-grained pruning (`hoprag.routers.sources`), and one answer prompt reads what
+consulted, each with its own fine-grained pruning (`hoprag.sources`), and one answer prompt reads what
 they kept (P18: the answerer is unchanged; the LLM's own knowledge means no references section; a router that
 abstains gives "I don't know" without an answer call). Per question the record keeps the route, the router's
 reply, the context tokens the answerer read, the answer's parse result (`### Final Answer` in the CoT
@@ -29,12 +29,12 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import Context
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.metrics.crag import MISSING, crag_outcomes
 from hoprag.routers.options import ABSTAIN
 from hoprag.routers.prompts import answer_prompt, final_answer, icl_examples
-from hoprag.routers.sources.base import Source
-from hoprag.routers.sources.web import format_references
+from hoprag.sources.base import Source
+from hoprag.sources.web import format_references
 
 STRATEGIES = ("routed", "fixed", "fallback")
 IDK_ANSWER = "I don't know"
@@ -78,7 +78,6 @@ class PruningRAG(Method):
         icl: int = 0,
         cross_domain: bool = False,
         grounded: bool = True,
-        retriever: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, None, **kwargs)
@@ -92,8 +91,8 @@ class PruningRAG(Method):
         if strategy == "fallback" and (not fixed or "llm" in fixed):
             raise ValueError(f"strategy=fallback asks the LLM alone first; `fixed` names the sources asked after "
                              f"it abstains, and not llm: {list(fixed)}")  # fmt: skip
-        sources = {name: _complete(source, llm) for name, source in sources.items()}
-        router = _complete(router, router_llm or llm) if strategy == "routed" else None
+        sources = {name: _complete(source, f"sources.{name}", llm) for name, source in sources.items()}
+        router = _complete(router, "router", router_llm or llm) if strategy == "routed" else None
         self.sources, self.router, self.strategy, self.fixed = sources, router, strategy, tuple(fixed)
         self.cot, self.icl, self.cross_domain, self.grounded = cot, icl, cross_domain, grounded
         icl_examples(None, icl, cross_domain)  # checks icl's range now, not mid-run
@@ -224,6 +223,6 @@ class PruningRAG(Method):
         return stats
 
 
-def _complete(component: Any, llm: LLM) -> Any:
-    """A Hydra `_partial_` component finished with `llm=`; anything else as it is."""
-    return component(llm=llm) if isinstance(component, functools.partial) else component
+def _complete(component: Any, key: str, llm: LLM) -> Any:
+    """A Hydra `_partial_` component (`method.<key>`) finished with `llm=`; a finished one as it is."""
+    return complete(component, key, llm=llm) if isinstance(component, functools.partial) else component

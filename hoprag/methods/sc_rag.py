@@ -17,16 +17,17 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import PassageFormat
+from hoprag.methods.base import complete
 from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR
-from hoprag.selectors import HybridFrontEnd, Selector
+from hoprag.selectors import HybridFrontEnd, Selector, TokenCounter
 
 
 class SCRAG(SCRAGSearch):
-    """`front_end` is a `HybridFrontEnd` or a factory of one taking `retriever=` (a Hydra `_partial_`);
-    `selector` any `Selector`, bound to `llm` so token costs use the generator's tokenizer. The other
-    arguments are `SCRAGSearch`'s (its `k` is unused: the selector decides how many passages are read)."""
+    """`front_end`, `token_counter` and `selector` are given unfinished and completed as `SCRAGSelect`
+    completes them, the counter with the snippets' format. The other arguments are `SCRAGSearch`'s (its `k`
+    is unused: the selector decides how many passages are read)."""
 
     name = "sc_rag"
 
@@ -34,14 +35,16 @@ class SCRAG(SCRAGSearch):
         self,
         llm: LLM,
         retriever: Retriever,
-        front_end: HybridFrontEnd | Callable[..., HybridFrontEnd],
-        selector: Selector,
+        front_end: Callable[..., HybridFrontEnd],
+        selector: Callable[..., Selector],
+        token_counter: Callable[..., TokenCounter] = TokenCounter,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        self.front_end = front_end if isinstance(front_end, HybridFrontEnd) else front_end(retriever=retriever)
-        self.selector = selector
-        self.selector.bind(llm, PassageFormat(self.snippet_template, SNIPPET_SEPARATOR))
+        self.front_end = complete(front_end, "front_end", retriever=retriever)
+        snippets = PassageFormat(self.snippet_template, SNIPPET_SEPARATOR)
+        counter = complete(token_counter, "token_counter", llm=llm, passages=snippets)
+        self.selector = complete(selector, "selector", token_counter=counter)
 
     def run_info(self) -> dict[str, Any]:
         return {**super().run_info(), "selector_token_counting": self.selector.token_counter.describe()}

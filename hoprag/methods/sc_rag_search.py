@@ -4,32 +4,36 @@ NLI-guided MCTS over sampled JSON answers, then AP / CR / Sup of the chosen answ
 Per question, `stats` holds the three faithfulness figures, the search's cost in LLM samples and NLI pairs
 (`nli_pairs`: pairs asked for; `nli_forwards` and `nli_calls`: the verifier's cache misses and batched
 calls over the batch, shared evenly, as batched wall time is), and the chosen node's reward, value and
-visits, and `capped` (1: the search stopped at `search.max_llm_calls`, see `hoprag.search.mcts`); the runner
+visits, and `capped` (1: the search stopped at `method.search.max_llm_calls`, see `hoprag.search.mcts`); the runner
 averages them into `method/<key>`. The trace holds the whole tree (with `capped`: after how many simulations).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.retrieval.retrievers import Retriever
-from hoprag.search.mcts import AnswerSearch, MCTSConfig, Node, SearchTree, iter_nodes
+from hoprag.search.mcts import AnswerSearch, Node, SearchTree, iter_nodes
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR, SNIPPET_TEMPLATE, ParsedAnswer, parse_answer
 from hoprag.verifiers.base import Verifier
 from hoprag.verifiers.faithfulness import Answered, FaithfulnessScorer
-from hoprag.verifiers.reward import CLAIM_TEMPLATE, DEFAULT_WEIGHTS, EvidenceExtractor, NLIReward
+from hoprag.verifiers.reward import CLAIM_TEMPLATE, EvidenceExtractor, NLIReward
 
 
 class SCRAGSearch(Method):
     """`prompt`'s user template has {question} and {passages} (snippets rendered with `snippet_template`).
-    `reward` holds `weights` (entailment, neutral, contradiction) and `aggregation` ("eq2" or "official").
+    `search` (the MCTS: `AnswerSearch`, its settings `MCTSConfig`'s) and `reward` (`NLIReward`: `weights`
+    for entailment, neutral, contradiction and `aggregation` "eq2" or "official") are given unfinished
+    (Hydra `_partial_`, or the classes): the reward is completed with `verifier`, `evidence` and
+    `claim_template`, which the faithfulness scores read too, the search with the LLM, the retriever, the
+    prompt, the answer parser and that reward.
     `answer_prefix` (e.g. `{"answer": "`) is an assistant prefill that starts every sample's JSON for small
     models; the parser reads it back in front of the continuation. None (the paper) leaves the reply free.
     `judge` scores AP / CR / Sup with an independent verifier (the MCTS reward keeps `verifier`); None judges
@@ -44,9 +48,9 @@ class SCRAGSearch(Method):
         verifier: Verifier,
         prompt: ChatPrompt,
         k: int = 5,
-        search: MCTSConfig | None = None,
+        search: Callable[..., AnswerSearch] = AnswerSearch,
         evidence: EvidenceExtractor | None = None,
-        reward: dict[str, Any] | None = None,
+        reward: Callable[..., NLIReward] = NLIReward,
         claim_template: str = CLAIM_TEMPLATE,
         snippet_template: str = SNIPPET_TEMPLATE,
         faithfulness: bool = True,
@@ -63,11 +67,11 @@ class SCRAGSearch(Method):
         self.trace_raw = trace_raw
         self.answer_prefix = answer_prefix or ""
         evidence = evidence or EvidenceExtractor()
-        reward = {"weights": DEFAULT_WEIGHTS, "aggregation": "eq2", **(reward or {})}
-        self.reward = NLIReward(verifier, evidence, claim_template=claim_template, **reward)
+        self.reward = complete(reward, "reward", verifier=verifier, evidence=evidence, claim_template=claim_template)
         self.judge = judge if judge is not None else verifier
         self.faithfulness = FaithfulnessScorer(self.judge, evidence, claim_template) if faithfulness else None
-        self.search = AnswerSearch(llm, self.render, self.parse, self.reward, search, retriever)
+        self.search = complete(search, "search", llm=llm, prompt=self.render, parse=self.parse, reward=self.reward,
+                               retriever=retriever)  # fmt: skip
 
     def required_capabilities(self) -> dict[str, str]:
         """An `answer_prefix` is an assistant prefill, which the LLM must continue, not answer anew."""

@@ -16,14 +16,15 @@ from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.retrieval.retrievers import Retriever
-from hoprag.selectors import HybridFrontEnd, Selection, Selector
+from hoprag.selectors import HybridFrontEnd, Selection, Selector, TokenCounter
 
 
 class SCRAGSelect(Method):
-    """`front_end` is a `HybridFrontEnd` or a factory of one taking `retriever=` (a Hydra `_partial_`);
-    `selector` any `Selector` (bound to `llm` so token costs use the generator's tokenizer). The prompt's
+    """`front_end` (completed with the retriever), `token_counter` (completed with the LLM and the prompt's
+    passage format, so token costs are the generator's tokens of each passage as prompted) and `selector`
+    (completed with that counter) are given unfinished: Hydra `_partial_` children, or classes. The prompt's
     user template has {question} and {passages}; passages are written with `passage_template` ({rank},
     {title}, {text}) in fused order."""
 
@@ -33,18 +34,19 @@ class SCRAGSelect(Method):
         self,
         llm: LLM,
         retriever: Retriever,
-        front_end: HybridFrontEnd | Callable[..., HybridFrontEnd],
-        selector: Selector,
+        front_end: Callable[..., HybridFrontEnd],
+        selector: Callable[..., Selector],
         prompt: ChatPrompt,
+        token_counter: Callable[..., TokenCounter] = TokenCounter,
         passage_template: str = "[{rank}] {title}\n{text}",
         generate: bool = True,
         **kwargs,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        self.front_end = front_end if isinstance(front_end, HybridFrontEnd) else front_end(retriever=retriever)
+        self.front_end = complete(front_end, "front_end", retriever=retriever)
         self.passages = PassageFormat(passage_template)
-        self.selector = selector
-        self.selector.bind(llm, self.passages)
+        counter = complete(token_counter, "token_counter", llm=llm, passages=self.passages)
+        self.selector = complete(selector, "selector", token_counter=counter)
         self.prompt = prompt
         self.generate = generate
 

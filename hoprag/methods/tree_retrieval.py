@@ -1,6 +1,7 @@
 """Tree-Retrieval (spec/treerare.md §2.7): TreeRare's parse tree as a retriever, no LLM reasoning.
 
-    python eval.py +method=tree_retrieval data=hotpotqa [reranker=none] [method.generate=true]
+    python eval.py +experiment=tree_retrieval data=hotpotqa [reranker@method.search.reranker=none]
+    python eval.py +experiment=tree_retrieval data=hotpotqa method.generate=true
 
 Sub-phrase BM25 per kept node, merged over each subtree and reranked against the question
 (`hoprag.search.treerare.tree_retrieval`); the root's top `keep` are `retrieved`. No LLM call unless
@@ -9,15 +10,14 @@ Sub-phrase BM25 per kept node, merged over each subtree and reranked against the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.methods.treerare import read_final
-from hoprag.retrieval.rerankers import Reranker
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
 from hoprag.search.treerare import prompts as P
@@ -26,6 +26,11 @@ from hoprag.search.treerare.tree_retrieval import TreeRetrieval
 
 
 class TreeRetrievalMethod(Method):
+    """`search` is the tree retrieval, given unfinished (Hydra `_partial_`) with its own knobs
+    (`TreeRetrieval`'s: reranker, k, keep ...) and completed here with the retriever, the parser of `tree`
+    (among `parsers`) and `batching` (level or node), which the FAG answer reads too. `task` picks that
+    answer's prompt (multihop or ambiguous) when `generate` is on."""
+
     name = "tree_retrieval"
 
     def __init__(
@@ -33,12 +38,8 @@ class TreeRetrievalMethod(Method):
         llm: LLM,
         retriever: Retriever,
         parsers: Mapping[str, TreeParser],
-        reranker: Reranker,
+        search: Callable[..., TreeRetrieval],
         tree: str = "dt",
-        k: int = 10,
-        keep: int = 15,
-        min_tokens: int = 3,
-        collapse_unary: bool = False,
         batching: str = "level",
         generate: bool = False,
         task: str = "multihop",
@@ -49,8 +50,8 @@ class TreeRetrievalMethod(Method):
             raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
         self.generate, self.task = generate, task
         self.one_by_one = batching == "node"
-        self.search = TreeRetrieval(retriever, parser_for(parsers, tree), reranker, kind=tree, k=k, keep=keep,
-                                    min_tokens=min_tokens, collapse_unary=collapse_unary, batching=batching)  # fmt: skip
+        self.search = complete(search, "search", retriever=retriever, parser=parser_for(parsers, tree), kind=tree,
+                               batching=batching)  # fmt: skip
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         trees, results = self.search.search([ex.question for ex in examples], costs)

@@ -6,7 +6,7 @@ top-10, the training-free `q − c` update and an untrained TreeHop (PyTorch def
 index and embedder, and records per question, for each variant and hop, the gold titles found (`hits`), the
 per-question recall (its mean is macro recall) and the distinct passages read (`k`), plus `gold`: the
 runner averages them into `method/<variant>/hop<N>/...`, and micro recall = hits / gold
-(`python scripts/eval_treehop.py <run dir>` prints the table), and seconds per question (encoding plus the
+(`python scripts/runs/eval_treehop.py <run dir>` prints the table), and seconds per question (encoding plus the
 variant's share of the batched search). Only questions of `table_types` report them (the paper leaves out
 2Wiki's comparison questions).
 """
@@ -14,7 +14,7 @@ variant's share of the batched search). Only questions of `table_types` report t
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.retrieval.retrievers import DenseRetriever, Retriever
 from hoprag.treehop.model import TreeHop
 from hoprag.treehop.retriever import TreeHopRetriever, model_step, q_minus_c
@@ -31,7 +31,10 @@ from hoprag.treehop.search import TreeResult
 
 
 class TreeHopMethod(Method):
-    """TreeHop@`top_k` over `n_hops` rounds gives the passages; `report_hops` rounds are scored."""
+    """TreeHop@`top_k` over `n_hops` rounds gives the passages; `report_hops` rounds are scored. `search` is
+    the tree search, given unfinished (Hydra `_partial_`, or the class) with its own settings
+    (`TreeHopRetriever`'s: the checkpoint, pruning switches) and completed here with the dense retriever,
+    its corpus and `n_hops`."""
 
     name = "treehop"
 
@@ -39,16 +42,13 @@ class TreeHopMethod(Method):
         self,
         llm: LLM,
         retriever: Retriever,
-        ckpt: str | None = None,
+        search: Callable[..., TreeHopRetriever] = TreeHopRetriever,
         top_k: int = 5,
         n_hops: int = 2,
         report_hops: int = 3,
         compare: bool = True,
         untrained_seed: int = 0,
         table_types: Sequence[str] | None = ("compositional", "inference", "bridge_comparison"),
-        redundancy_pruning: bool = True,
-        layerwise_topk: bool = True,
-        official_rank_quirk: bool = False,
         generate: bool = False,
         prompt: ChatPrompt | None = None,
         passage_template: str = "Title: {title}\n{text}",
@@ -61,9 +61,7 @@ class TreeHopMethod(Method):
                 f"TreeHop searches with embedding vectors: it needs retriever=dense or retriever=treehop, "
                 f"not {type(retriever).__name__}"
             )
-        self.tree = TreeHopRetriever(
-            dense.passages, dense, ckpt, n_hops, redundancy_pruning, layerwise_topk, official_rank_quirk
-        )
+        self.search = complete(search, "search", corpus=dense.passages, dense=dense, n_hops=n_hops)
         self.top_k, self.n_hops, self.report_hops = top_k, n_hops, max(report_hops, n_hops)
         self.table_types = set(table_types) if table_types is not None else None
         if generate and prompt is None:
@@ -71,7 +69,8 @@ class TreeHopMethod(Method):
         self.generate, self.prompt, self.passages = generate, prompt, PassageFormat(passage_template)
         self.variants: dict[str, tuple[object, int, int]] = {}  # name → (step, top_k, hops)
         if compare:
-            config = self.tree.model.config if self.tree.model is not None else {"dim": self.tree.vectors.shape[1]}
+            model = self.search.model
+            config = model.config if model is not None else {"dim": self.search.vectors.shape[1]}
             torch.manual_seed(untrained_seed)
             # the paper's untrained TreeHop: a random gate added at full scale (a zero-started correction would be q − c)
             paper = {"gate_scale": 1.0, "gate_init_scale": 1.0, "correction_init": 1.0, "learn_scale": False}
@@ -82,23 +81,24 @@ class TreeHopMethod(Method):
                 f"q-c@{top_k}": (q_minus_c, top_k, self.report_hops),
                 f"untrained@{top_k}": (model_step(untrained), top_k, self.report_hops),
             }
-        main = "treehop" if self.tree.model is not None else "q-c"
+        main = "treehop" if self.search.model is not None else "q-c"
         self.main = f"{main}@{top_k}"
-        self.variants[self.main] = (self.tree.step, top_k, self.report_hops)
+        self.variants[self.main] = (self.search.step, top_k, self.report_hops)
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         started = time.perf_counter()
-        vectors = self.tree.embedder.encode_queries([ex.question for ex in examples])
+        vectors = self.search.embedder.encode_queries([ex.question for ex in examples])
         encode = (time.perf_counter() - started) / len(examples)
-        runs = {name: self.tree.tree(vectors, k, hops, step) for name, (step, k, hops) in self.variants.items()}
+        runs = {name: self.search.tree(vectors, k, hops, step) for name, (step, k, hops) in self.variants.items()}
         main = runs[self.main]
         retrieved = []
         for ex, result, cost in zip(examples, main, costs):
             cost.seconds["encode"] += encode
             spent = [0.0, *result.seconds]
             for hop, rows in enumerate(result.hops[: self.n_hops]):
-                cost.add_retrieval([self.tree.passages[r].id for r in rows], spent[hop + 1] - spent[hop], "retrieval")
-            retrieved.append([self.tree.passages[r] for r in result.rows(self.n_hops)])
+                ids = [self.search.passages[r].id for r in rows]
+                cost.add_retrieval(ids, spent[hop + 1] - spent[hop], "retrieval")
+            retrieved.append([self.search.passages[r] for r in result.rows(self.n_hops)])
         if self.generate:
             outputs = self._final_answers([self._prompt(ex, ps) for ex, ps in zip(examples, retrieved)], costs, retrieved)
         else:
@@ -106,7 +106,7 @@ class TreeHopMethod(Method):
         for i, (ex, out) in enumerate(zip(examples, outputs)):
             result = main[i]
             out.trace |= {
-                "hops": [[self.tree.passages[r].id for r in hop] for hop in result.hops],
+                "hops": [[self.search.passages[r].id for r in hop] for hop in result.hops],
                 "scores": [[round(s, 4) for s in hop] for hop in result.scores],
                 "candidates": result.candidates,
             }
@@ -121,7 +121,7 @@ class TreeHopMethod(Method):
         for name, result in runs.items():
             for hop in range(1, len(result.hops) + 1):
                 rows = result.rows(hop)
-                hits = len(gold & {self.tree.passages[r].title for r in rows})
+                hits = len(gold & {self.search.passages[r].title for r in rows})
                 stats[f"{name}/hop{hop}/hits"] = float(hits)
                 stats[f"{name}/hop{hop}/recall"] = hits / len(gold) if gold else float("nan")
                 stats[f"{name}/hop{hop}/k"] = float(len(rows))

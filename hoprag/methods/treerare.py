@@ -1,8 +1,8 @@
 """TreeRare (spec/treerare.md): the question's parse tree guides retrieval and reasoning, bottom-up.
 
-    python eval.py +method=treerare data=hotpotqa [tree=ct] [task=ambiguous] [method.k=10]
+    python eval.py +experiment=treerare data=hotpotqa [method.tree=ct] [method.task=ambiguous] [method.search.k=10]
     python eval.py +experiment=treerare_wo_qg data=hotpotqa     # a Table 3 ablation (conf/experiment/)
-    python scripts/show_treerare.py <run dir>                   # one question's tree, queries and evidence
+    python scripts/runs/show_treerare.py <run dir>              # one question's tree, queries and evidence
 
 The traversal lives in `hoprag.search.treerare`; this class wires it to the runner: the trees of a batch,
 level by level, then one FAG call per question whose answer is read after the last FINAL marker (no marker:
@@ -14,14 +14,14 @@ the nodes skipped under the trace's `tree.capped`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.methods.answer_extraction import AnswerExtractor
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
 from hoprag.search.treerare.parsing import final_answer
@@ -41,8 +41,11 @@ def read_final(text: str, task: str, extractor: AnswerExtractor) -> tuple[str, b
 
 
 class TreeRare(Method):
-    """`parsers` maps tree kinds to parsers (conf/method/treerare.yaml: `dt` spaCy, `ct` Stanza); `tree`
-    picks one. The other knobs are `TreeRareSearch`'s; `generation` overrides the FAG call's sampling."""
+    """`parsers` maps tree kinds to parsers (conf/parser/: `dt` spaCy, `ct` Stanza); `tree` picks one.
+    `search` is the traversal, given unfinished (Hydra `_partial_`, or the class) with its own knobs
+    (`TreeRareSearch`'s: k, the ablation switches, QG / SAG sampling ...) and completed here with the LLM,
+    the retriever, the parser and the settings the FAG answer reads too: `task` (multihop or ambiguous) and
+    `batching` (level or node). `generation` overrides the FAG call's sampling."""
 
     name = "treerare"
 
@@ -51,19 +54,17 @@ class TreeRare(Method):
         llm: LLM,
         retriever: Retriever,
         parsers: Mapping[str, TreeParser],
+        search: Callable[..., TreeRareSearch] = TreeRareSearch,
         tree: str = "dt",
         task: str = "multihop",
-        use_tree: bool = True,
         batching: str = "level",
-        search: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
         self.task = task
         self.one_by_one = batching == "node"
-        parser = parser_for(parsers, tree) if use_tree else None
-        self.search = TreeRareSearch(llm, retriever, parser, kind=tree, task=task,
-                                     use_tree=use_tree, batching=batching, **dict(search or {}))  # fmt: skip
+        self.search = complete(search, "search", llm=llm, retriever=retriever, parser=parser_for(parsers, tree),
+                               kind=tree, task=task, batching=batching)  # fmt: skip
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         trees = self.search.search([ex.question for ex in examples], costs)

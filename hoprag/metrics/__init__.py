@@ -1,6 +1,6 @@
 """Answer and retrieval metrics shared by every method (STYLE §3.2–3.3, PruneRAG EFR, TreeHop recall), the
-ambiguous-question metrics of ASQA and AmbigDocs (TreeRare), CRAG's Acc / Hall / Miss / Score with its LLM
-judge, and a source router's classification metrics (PruningRAG)."""
+ambiguous-question metrics of ASQA and AmbigDocs (TreeRare), CRAG's Acc / Hall / Miss / Score (its judges are
+in `hoprag.evaluation.judges`), and a source router's classification metrics (PruningRAG)."""
 
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
 from hoprag.metrics.ambiguous import QAReader, TransformersReader, answer_recall, disambig_f1, entity_recall, str_em
@@ -13,7 +13,7 @@ from hoprag.metrics.answer import (
     normalize_answer,
     token_scores,
 )
-from hoprag.metrics.crag import Judge, LLMJudge, NormalizedMatchJudge, crag_outcomes, parse_judgement, relative_gain
+from hoprag.metrics.crag import Judge, crag_outcomes, parse_judgement, relative_gain
 from hoprag.metrics.retrieval import (
     PassageRecall,
     aggregate_passage_recall,
@@ -33,9 +33,7 @@ from hoprag.metrics.routing import macro_f1, routing_report
 __all__ = [
     "EvalRow",
     "Judge",
-    "LLMJudge",
     "MetricSuite",
-    "NormalizedMatchJudge",
     "PassageRecall",
     "QAReader",
     "TokenScores",

@@ -24,20 +24,11 @@ from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
-from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
+from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
+from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError
 from hoprag.retrieval.sparse import BM25Index, lexical_hits
 
 log = logging.getLogger(__name__)
-
-DEFAULT_INDEX = {
-    "factory": "Flat",
-    "ef_search": None,
-    "nprobe": None,
-    "use_gpu": "auto",
-    "chunk_size": 2048,
-    "train_size": 100_000,
-    "save_embeddings": False,
-}
 
 IndexT = TypeVar("IndexT", DenseIndex, BM25Index)
 
@@ -124,31 +115,6 @@ class Retriever:
     def _ranked(self, found: list[list[tuple[int, float]]]) -> list[list[Hit]]:
         """Hits from per-query (row, score) pairs, best first, ranked from 1."""
         return [[Hit(self.passages[i], s, rank) for rank, (i, s) in enumerate(pairs, start=1)] for pairs in found]
-
-
-def _index_dir(
-    cache_dir: str | None, kind: str, identity: Mapping[str, Any], *name: str
-) -> Path | None:
-    """`<cache_dir>/<kind>/<name parts>-<digest of identity>`. `identity` holds everything that decides the
-    index (what its manifest is checked against), so two passage templates or embedders of one name get
-    two directories side by side; the readable name parts are only for people listing the cache."""
-    if cache_dir is None:
-        return None
-    return Path(cache_dir).expanduser() / kind / "-".join([*name, settings_digest(identity)])
-
-
-def dense_index_dir(cache_dir: str | None, embedder: Embedder, fingerprint: str, factory: str) -> Path | None:
-    """Where the dense index of (corpus, embedder, factory) lives; its identity holds the fields
-    DenseIndex.load checks, so the directory name and the manifest check agree (`hoprag.retrieval.shards`
-    builds into the same place)."""
-    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
-    return _index_dir(cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory))
-
-
-def bm25_index_dir(cache_dir: str | None, fingerprint: str, settings: Mapping[str, Any]) -> Path | None:
-    """Where the BM25 index of (corpus, settings) lives; its identity is what BM25Index.load checks."""
-    identity = {**settings, "corpus_fingerprint": fingerprint}
-    return _index_dir(cache_dir, "bm25", identity, fingerprint[:16], slug(settings["method"]))
 
 
 def _cached(

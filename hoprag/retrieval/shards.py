@@ -41,8 +41,8 @@ from hoprag.data.types import Passage
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
+from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
-from hoprag.retrieval.retrievers import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
 from hoprag.retrieval.sparse import BM25Index
 from hoprag.utils import progress as bars
 from hoprag.utils.contract import mismatches, sha256

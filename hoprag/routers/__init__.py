@@ -5,7 +5,8 @@ consult by option letter. `options` holds the option sets, their prompt and the 
 LLM router (tuned with a LoRA adapter, or not); `classifier` a small embedder + linear-head router;
 `training` the LoRA SFT; `labels` the training labels (TAT-QA's gold `answer_from`, or the paper's judged
 outcomes with the similar-question fallback); `outcomes` answers and judges each router-training question once
-per source (cached) to build those outcome labels; `splits` the context-disjoint router-training / evaluation
-split and the check that they do not leak. Fine-grained pruning of the sources' content lives in `sources`.
+per source (cached) to build those outcome labels. The context-disjoint router-training / evaluation split and
+its leak check, the wall-clock budget and the exports' `router.json` are shared with other trainers
+(`hoprag.training`); fine-grained pruning of the sources' content lives in `hoprag.sources`.
 Submodules are imported directly (`hoprag.routers.router`), so that no one of them pulls in another's weights.
 """

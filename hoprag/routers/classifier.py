@@ -11,8 +11,9 @@ embedder's config and the questions trained on; `ClassifierRouter.load(dir)` rou
 evaluation refuses questions the export was trained on.
 
 The same machinery learns any label a question file carries in its metadata (`label_field`, with `labels`
-its classes): `python train.py +model=domain_classifier` learns CRAG's `domain`, and `LabelClassifier.load`
-predicts it (the API source's `domain=embedding`, hoprag/routers/sources/api/domain.py).
+its classes): `python train.py +model=domain_classifier` learns CRAG's `domain`, and
+`hoprag.training.classifier.LabelClassifier` predicts it (the API source's `domain=embedding`,
+hoprag/sources/api/domain.py). Reading an export back (`read_export`, the head, the embedder) lives there too.
 """
 
 from __future__ import annotations
@@ -38,21 +39,12 @@ from hoprag.paths import cache_root
 from hoprag.retrieval.embedders import Embedder
 from hoprag.routers.labels import gold_labels
 from hoprag.routers.options import OptionSet, parse_option
-from hoprag.routers.router import (
-    SETTINGS_FILE,
-    RouteDecision,
-    check_none_policy,
-    check_router_export,
-    from_question_record,
-    option_set,
-    question_record,
-    read_router_settings,
-)
-from hoprag.routers.splits import check_disjoint, split_by_context
+from hoprag.routers.router import RouteDecision, check_none_policy, check_router_export, option_set
+from hoprag.training.classifier import HEAD_FILE, load_embedder, read_export, top_classes
+from hoprag.training.exports import SETTINGS_FILE, question_record
+from hoprag.training.splits import check_disjoint, split_by_context
 
 log = logging.getLogger(__name__)
-
-HEAD_FILE = "head.pt"
 
 
 def encode_cached(questions: Sequence[str], embedder: Embedder, cache_dir: Path | None) -> np.ndarray:
@@ -312,59 +304,3 @@ class ClassifierRouter:
             sources, parsed = parse_option(letter, self.options, self.none_policy)
             decisions.append(RouteDecision(sources, letter, parsed))
         return decisions
-
-
-class LabelClassifier:
-    """Predicts labels with an export trained with `labels` (CRAG's domains: `train.py +model=domain_classifier`)."""
-
-    def __init__(
-        self, embedder: Embedder, head: torch.nn.Linear, labels: Sequence[str], trained_on: Sequence[QAExample] = ()
-    ) -> None:
-        if head.out_features != len(labels):
-            raise ValueError(f"a head of {head.out_features} outputs for {len(labels)} labels")
-        self.embedder = embedder
-        self.head = head.eval()
-        self.labels = tuple(labels)
-        self.trained_on = list(trained_on)
-
-    @classmethod
-    def load(cls, directory: str | Path) -> LabelClassifier:
-        directory = Path(directory)
-        settings, head, trained_on = read_export(directory)
-        if "labels" not in settings:
-            raise ValueError(f"{directory} is a router export (options {settings.get('options')}): load it with "
-                             "ClassifierRouter")  # fmt: skip
-        return cls(load_embedder(settings), head, settings["labels"], trained_on)
-
-    def check_unseen(self, examples: Sequence[QAExample]) -> None:
-        """Refuse to predict for questions (or contexts, or question texts) this classifier was trained on."""
-        check_disjoint(self.trained_on, examples)
-
-    def predict(self, questions: Sequence[str]) -> list[str]:
-        return [self.labels[i] for i in top_classes(self.embedder, self.head, questions)]
-
-
-def read_export(directory: Path) -> tuple[dict[str, Any], torch.nn.Linear, list[QAExample]]:
-    """An export's settings (`router.json`), its linear head (`head.pt`) and the questions it was trained on;
-    `load_embedder(settings)` builds its embedder (after the caller has checked the export's kind)."""
-    settings = read_router_settings(directory)
-    state = torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True)
-    head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
-    head.load_state_dict(state)
-    trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
-    return settings, head, trained_on
-
-
-def load_embedder(settings: Mapping[str, Any]) -> Embedder:
-    from hydra.utils import instantiate
-
-    return instantiate(settings["embedder"])
-
-
-def top_classes(embedder: Embedder, head: torch.nn.Linear, questions: Sequence[str]) -> list[int]:
-    """The head's top class for each question."""
-    if not questions:
-        return []
-    vectors = torch.from_numpy(embedder.encode_queries(list(questions))).float()
-    with torch.no_grad():
-        return head(vectors).argmax(-1).tolist()

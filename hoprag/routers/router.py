@@ -12,7 +12,6 @@ sides of each differing key), and `check_unseen` refuses the questions it was tr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +21,12 @@ from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.routers.options import NONE_POLICIES, OPTION_SETS, OptionSet, parse_option, prompt_version
-from hoprag.routers.splits import check_disjoint, context_of
+from hoprag.training.exports import from_question_record, read_router_settings
+from hoprag.training.splits import check_disjoint
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.utils.contract import refuse_mismatch
 
 DEFAULT_GENERATION = {"max_new_tokens": 4, "temperature": 0.0}
-SETTINGS_FILE = "router.json"
 
 
 @dataclass(frozen=True)
@@ -52,26 +51,6 @@ def check_none_policy(none_policy: str) -> str:
     if none_policy not in NONE_POLICIES:
         raise ValueError(f"none_policy must be one of {NONE_POLICIES}, got {none_policy!r}")
     return none_policy
-
-
-def question_record(ex: QAExample) -> dict[str, str]:
-    """What the leakage check needs of a training question: its id, context and text."""
-    return {"id": ex.id, "context": context_of(ex), "question": ex.question}
-
-
-def from_question_record(record: Mapping[str, str]) -> QAExample:
-    """A stand-in question for `check_disjoint`, rebuilt from its record."""
-    return QAExample(record["id"], record["question"], [], metadata={"context_uid": record["context"]})
-
-
-def read_router_settings(directory: str | Path) -> dict[str, Any]:
-    """A router export's `router.json`: what it was trained for (option set, prompt version, base model or
-    embedder) and on (`trained_on`, question records)."""
-    path = Path(directory) / SETTINGS_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: a router export (train.py +model=source_router, "
-                                "+model=router_classifier) writes it beside its weights")  # fmt: skip
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def router_contract(options: OptionSet, base_model: str | None = None) -> dict[str, Any]:

@@ -15,10 +15,11 @@ decoding would start with one).
 Two exact savings make a CPU run fit its budget. Every prompt of a batch starts with the same tokens (system
 message, instructions, options): that prefix is run once per batch and its key/value cache repeated over the
 batch, with gradients flowing through it (`share_prefix`; the loss is the same as running every sequence whole,
-tested). Logits are computed at the target positions only. A wall-clock budget (`train_minutes`) ends training
-early, the cosine schedule annealed to it, as the NLI verifier's. `class_weights="balanced"` weighs each
-question's target tokens by the inverse frequency of its gold letter (our choice, as the classifier router's:
-without it a small model sits on the majority letter). Checkpoints hold the adapter weights only.
+tested). Logits are computed at the target positions only. A wall-clock budget (`train_minutes`,
+`hoprag.training.budget`) ends training early, the cosine schedule annealed to it, as the NLI verifier's.
+`class_weights="balanced"` weighs each question's target tokens by the inverse frequency of its gold letter
+(our choice, as the classifier router's: without it a small model sits on the majority letter). Checkpoints
+hold the adapter weights only.
 `export(dir)` writes the peft adapter (`save_pretrained`) and `router.json` (base model, option set,
 none policy, prompt version, the questions trained on); `HFLLM(model=base, adapter=dir)` serves it.
 """
@@ -26,8 +27,6 @@ none policy, prompt version, the questions trained on); `HFLLM(model=base, adapt
 from __future__ import annotations
 
 import json
-import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,9 +43,11 @@ from hoprag.metrics.routing import accuracy, macro_f1
 from hoprag.routers.labels import gold_labels
 from hoprag.routers.options import OptionSet, prompt_version
 from hoprag.routers.outcomes import OutcomeRun
-from hoprag.routers.router import SETTINGS_FILE, check_none_policy, option_set, question_record
-from hoprag.routers.splits import check_disjoint, context_of, question_key, split_by_context
-from hoprag.verifiers.nli_data import LengthGroupedSampler
+from hoprag.routers.router import check_none_policy, option_set
+from hoprag.training.budget import WallClockBudget
+from hoprag.training.exports import SETTINGS_FILE, question_record
+from hoprag.training.sampler import LengthGroupedSampler
+from hoprag.training.splits import check_disjoint, context_of, question_key, split_by_context
 
 LABELS = ("gold", "outcome")
 IGNORE = -100
@@ -281,7 +282,7 @@ class SourceRouterModule(L.LightningModule):
         self.strict_loading = False  # checkpoints hold the adapter only (on_save_checkpoint)
         self.trained_on: list[dict[str, str]] = []
         self._seen: dict[str, list[list[int]]] = {}
-        self._started: float | None = None
+        self.budget = WallClockBudget(train_minutes)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)  # set up before the module (Lightning's order)
@@ -326,8 +327,6 @@ class SourceRouterModule(L.LightningModule):
     def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, _ = self.loss(batch, weighted=True)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["letter"]))
-        if self.hparams.train_minutes and self.time_fraction() >= 1.0:
-            self.trainer.should_stop = True  # the budget is spent: Lightning validates and stops
         return loss
 
     def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> None:
@@ -347,31 +346,15 @@ class SourceRouterModule(L.LightningModule):
             self.log("val/macro_f1", macro_f1(gold, pred, classes), prog_bar=True)
             self.log("val/letter_top1", sum(top1) / len(top1))
 
-    def on_train_start(self) -> None:
-        self._started = time.monotonic()
-
-    def time_fraction(self) -> float:
-        """Share of the `train_minutes` budget used so far (0 without a budget)."""
-        if not self.hparams.train_minutes or self._started is None:
-            return 0.0
-        return (time.monotonic() - self._started) / (60 * self.hparams.train_minutes)
+    def configure_callbacks(self) -> list[L.Callback]:
+        return [self.budget]
 
     def configure_optimizers(self) -> dict[str, Any]:
         params = [p for p in self.net.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = self.hparams.warmup_ratio
-
-        def factor(step: int) -> float:
-            # progress is the larger of the step and the wall-clock share, so a timed run warms up and
-            # anneals to 0 within its budget
-            progress = min(1.0, max(step / total, self.time_fraction()))
-            if warmup and progress < warmup:
-                return (progress + 1 / total) / warmup
-            return 0.5 * (1.0 + math.cos(math.pi * (progress - warmup) / (1.0 - warmup)))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        schedule = self.budget.schedule(optimizer, total, self.hparams.warmup_ratio, "cosine")
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     def _trainable_keys(self) -> set[str]:
         return {f"net.{name}" for name, p in self.net.named_parameters() if p.requires_grad}

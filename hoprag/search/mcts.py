@@ -59,7 +59,8 @@ from typing import Any
 
 from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage
-from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.llm.base import LLM, Prompt
+from hoprag.llm.types import Generation
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import ParsedAnswer
 from hoprag.search.steps import capped
@@ -260,6 +261,8 @@ class AnswerSearch:
 
     `prompt(question, passages)` renders the generator prompt; `parse(raw)` reads an answer from a sample;
     `reward(candidates)` scores answers (Eq. 2); `retriever` serves augment children (none: no augments).
+    `settings` are the search's budget and policy, `MCTSConfig`'s fields (which checks them): a method's
+    config gives them as its `search` child, and the method passes the rest.
     """
 
     def __init__(
@@ -268,14 +271,14 @@ class AnswerSearch:
         prompt: Callable[[str, Sequence[Passage]], Prompt],
         parse: Callable[[str], ParsedAnswer],
         reward: Callable[[Sequence[Candidate]], list[RewardResult]],
-        config: MCTSConfig | None = None,
         retriever: Retriever | None = None,
+        **settings: Any,
     ) -> None:
         self.llm = llm
         self.prompt = prompt
         self.parse = parse
         self.reward = reward
-        self.config = config or MCTSConfig()
+        self.config = MCTSConfig(**settings)
         self.retriever = retriever
 
     def run(

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoprag.cost import Cost
-from hoprag.llm.base import LLM, Generation, Prompt
+from hoprag.llm.base import LLM, Prompt
 from hoprag.llm.prompts import ContextPrompt
+from hoprag.llm.types import Generation
 from hoprag.retrieval.retrievers import Hit, Retriever
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ Public API, in pipeline order:
 
     front_end = HybridFrontEnd(retriever, mode="official")      # dense (+ its TF-IDF / BM25 side)
     pools = front_end.pools(questions, costs)                  # one CandidatePool of ≤ 50 per question
-    selector = MMKPSelector(solver="pareto_dp", token_counter=TokenCounter("tokenizer"))
-    selector.bind(llm, PassageFormat())                        # costs: the generator's tokens of each passage as prompted
+    counter = TokenCounter("tokenizer", llm=llm, passages=PassageFormat())  # the generator's tokens, as prompted
+    selector = MMKPSelector(solver="pareto_dp", token_counter=counter)
     selection = selector.select(question, pool)                # -> Selection
     selection.passages     # chosen passages in fused order (what the generator reads, Recall@5 is over)
     selection.tokens, selection.utilisation, selection.value, selection.summary()  # per-question stats

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hoprag.llm.prompts import PassageFormat
 from hoprag.selectors.items import VALUES, build_instance, minmax
 from hoprag.selectors.pool import CandidatePool, Selection
 from hoprag.selectors.solvers import SOLVERS, Solution
@@ -20,18 +19,15 @@ from hoprag.selectors.tokens import TokenCounter
 
 
 class Selector:
-    """`select(question, pool)` → `Selection`. Token costs come from `token_counter`, which a method binds
-    to its generator (`bind(llm)`) so they are counted with the generator's tokenizer."""
+    """`select(question, pool)` → `Selection`. Token costs come from `token_counter`, which a method builds
+    with its generator and prompt format (a Hydra `_partial_` selector is completed with it), so they are
+    counted with the generator's tokenizer."""
 
     name: ClassVar[str] = "selector"
 
     def __init__(self, token_counter: TokenCounter | None = None, token_budget: int | None = 1500) -> None:
         self.token_counter = token_counter or TokenCounter()
         self.token_budget = token_budget
-
-    def bind(self, llm: Any, passages: PassageFormat | None = None) -> None:
-        """Count token costs with `llm` on passages as `passages` (the method's prompt format) writes them."""
-        self.token_counter.bind(llm, passages)
 
     def select(self, question: str, pool: CandidatePool) -> Selection:
         raise NotImplementedError

@@ -1,10 +1,10 @@
 """Token cost of a passage: counted by the generator on the passage as its prompt renders it, or the
 official 1.3 × words heuristic when asked for by name.
 
-A method binds the counter to its LLM and its `PassageFormat` (`bind(llm, passages)`), so a cost is the
-tokens the passage adds to the prompt: the passage written with the prompt's template (its rank taken
-as its position in the candidate pool, within a token of the rank it gets in the context) plus the
-separator. There is no silent fallback: a backend that cannot count tokens raises, naming the setting
+A method builds the counter with its LLM and its `PassageFormat` and gives it to its selector at
+construction, so a cost is the tokens the passage adds to the prompt: the passage written with the prompt's
+template (its rank taken as its position in the candidate pool, within a token of the rank it gets in the
+context) plus the separator. There is no silent fallback: a backend that cannot count tokens raises, naming the setting
 that fixes it (e.g. `llm.tokenizer` for an OpenAI-compatible server).
 """
 
@@ -27,23 +27,20 @@ def words_x13(text: str) -> int:
 
 
 class TokenCounter:
-    """`mode="tokenizer"` counts with `tokenizer` (a transformers tokenizer) when given, else with the LLM
-    of `bind`; `mode="words"` is the official option (text only, titles not counted, as the code does)."""
+    """`mode="tokenizer"` counts with `tokenizer` (a transformers tokenizer) when given, else with `llm` (the
+    generator), on passages as `passages` renders them; `mode="words"` is the official option (text only,
+    titles not counted, as the code does)."""
 
-    def __init__(self, mode: str = "tokenizer", tokenizer: Any = None) -> None:
+    def __init__(
+        self, mode: str = "tokenizer", tokenizer: Any = None, llm: Any = None, passages: PassageFormat | None = None
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"token length mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
         self.tokenizer = tokenizer
-        self.llm: Any = None
-        self.passages = PassageFormat()
-        self._cache: dict[tuple[str, int], int] = {}
-
-    def bind(self, llm: Any, passages: PassageFormat | None = None) -> None:
-        """Count with `llm` (unless a tokenizer was given) on passages as `passages` renders them."""
         self.llm = llm
         self.passages = passages or PassageFormat()
-        self._cache.clear()
+        self._cache: dict[tuple[str, int], int] = {}
 
     def describe(self) -> str:
         """How costs are counted, for the run's record."""
@@ -54,7 +51,7 @@ class TokenCounter:
 
     def _llm(self) -> Any:
         if self.llm is None:
-            raise RuntimeError("TokenCounter(mode='tokenizer') needs a tokenizer or bind(llm) before counting")
+            raise RuntimeError("TokenCounter(mode='tokenizer') needs a tokenizer or an llm to count with")
         return self.llm
 
     def __call__(self, passages: Sequence[Passage]) -> np.ndarray:

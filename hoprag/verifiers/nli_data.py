@@ -6,23 +6,23 @@ roles must be sliced into disjoint index ranges; the datamodule refuses overlapp
 
 The shared MultiNLI/SNLI files are PTB-tokenised (`ca n't`, `it 's`, ` .`) while the verifier scores ordinary
 text, so pairs are detokenised by default. Training batches are grouped by length (sorted within shuffled
-pools) so little compute goes to padding, which on CPU is most of the speed.
+pools, `hoprag.training.sampler`) so little compute goes to padding, which on CPU is most of the speed.
 """
 
 from __future__ import annotations
 
-import random
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
 from hoprag.data.nli import NLIPair, load_nli
 from hoprag.paths import data_root
+from hoprag.training.sampler import LengthGroupedSampler
 from hoprag.utils.bundled import resolve_model_ref
 
 _PTB_RULES = [
@@ -72,30 +72,6 @@ def load_source(spec: Mapping[str, Any], root: Path, detokenize: bool) -> list[N
     if detokenize:
         pairs = [NLIPair(ptb_detokenize(p.premise), ptb_detokenize(p.hypothesis), p.label, p.source) for p in pairs]
     return pairs
-
-
-class LengthGroupedSampler(Sampler[list[int]]):
-    """Batches of similar length: shuffle, cut into pools of `pool` batches, sort each pool, shuffle the batches."""
-
-    def __init__(self, lengths: Sequence[int], batch_size: int, pool: int = 50, seed: int = 0) -> None:
-        self.lengths, self.batch_size, self.pool, self.seed = list(lengths), batch_size, pool, seed
-        self.epoch = 0
-
-    def __iter__(self) -> Iterator[list[int]]:
-        rng = random.Random(self.seed + self.epoch)
-        self.epoch += 1
-        order = list(range(len(self.lengths)))
-        rng.shuffle(order)
-        size = self.batch_size * self.pool
-        batches = []
-        for start in range(0, len(order), size):
-            chunk = sorted(order[start : start + size], key=self.lengths.__getitem__)
-            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-        rng.shuffle(batches)
-        return iter(batches)
-
-    def __len__(self) -> int:
-        return -(-len(self.lengths) // self.batch_size)
 
 
 class TokenizedPairs(torch.utils.data.Dataset):

@@ -4,18 +4,18 @@ The default backbone is the offline MiniLM encoder with a fresh 3-way head. Trai
 fine-tuning or LoRA (peft). `pooling` is the head's input: the [CLS] state (`cls`, any backbone, the
 Hugging Face default) or the mean of the token states (`mean`, BERT-family backbones, `mean_pool.py`).
 `freeze_embeddings` keeps the vocabulary matrix fixed, which on a CPU buys ~20% more steps. A wall-clock
-budget (`train_minutes`) makes CPU runs predictable: the learning rate decays linearly to zero at whichever
-comes first, the last step or the budget, and training then stops (validation still runs on the final
-weights). Validation sources select the checkpoint; test sources are scored only by `trainer.test` (train.py
-runs it with the selected checkpoint), so reported figures never steer selection. `export(dir)` writes a
-Hugging Face folder (weights, tokenizer, `id2label`) that `CrossEncoderVerifier` loads, and `verifier.json`
-(the labels in column order, the base model), which it checks against its `labels` / `base_model`.
+budget (`train_minutes`, `hoprag.training.budget`) makes CPU runs predictable: the learning rate decays
+linearly to zero at whichever comes first, the last step or the budget, and training then stops (validation
+still runs on the final weights). Validation sources select the checkpoint; test sources are scored only by
+`trainer.test` (train.py runs it with the selected checkpoint), so reported figures never steer selection.
+`export(dir)` writes a Hugging Face folder (weights, tokenizer, `id2label`) that `CrossEncoderVerifier` loads,
+and `verifier.json` (the labels in column order, the base model), which it checks against its `labels` /
+`base_model`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import lightning as L
 import torch
 from torchmetrics.classification import MulticlassAccuracy
 
+from hoprag.training.budget import WallClockBudget
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers.base import LABELS
 from hoprag.verifiers.cross_encoder import EXPORT_FILE
@@ -83,7 +84,7 @@ class NLIVerifierModule(L.LightningModule):
         self.eval_names: dict[str, list[str]] = {"val": [], "test": []}
         self.acc = torch.nn.ModuleDict()  # "<stage>_<name>" → accuracy
         self.recall = torch.nn.ModuleDict()
-        self._started: float | None = None
+        self.budget = WallClockBudget(train_minutes)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -104,18 +105,10 @@ class NLIVerifierModule(L.LightningModule):
     def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = torch.nn.functional.cross_entropy(self(batch).float(), batch["labels"])
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
-        if self.hparams.train_minutes and self.time_fraction() >= 1.0:
-            self.trainer.should_stop = True  # the budget is spent: Lightning validates and stops
         return loss
 
-    def on_train_start(self) -> None:
-        self._started = time.monotonic()
-
-    def time_fraction(self) -> float:
-        """Share of the `train_minutes` budget used so far (0 without a budget)."""
-        if not self.hparams.train_minutes or self._started is None:
-            return 0.0
-        return (time.monotonic() - self._started) / (60 * self.hparams.train_minutes)
+    def configure_callbacks(self) -> list[L.Callback]:
+        return [self.budget]
 
     def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update("val", batch, dataloader_idx)
@@ -153,16 +146,8 @@ class NLIVerifierModule(L.LightningModule):
             weight_decay=self.hparams.weight_decay,
         )
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = self.hparams.warmup_ratio
-
-        def factor(step: int) -> float:
-            # progress is the larger of the step and the wall-clock share, so a timed run warms up and
-            # anneals to 0 within its budget
-            progress = max(step / total, self.time_fraction())
-            return min(1.0, (progress + 1 / total) / warmup if warmup else 1.0) * max(0.0, 1.0 - progress)
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        schedule = self.budget.schedule(optimizer, total, self.hparams.warmup_ratio, "linear")
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     def export(self, directory: str | Path) -> None:
         """A Hugging Face folder (LoRA merged in) with `id2label` in `LABELS` order, for `CrossEncoderVerifier`,

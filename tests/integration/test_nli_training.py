@@ -1,6 +1,6 @@
 """`train.py +model=nli_verifier` end to end on a handful of real pairs (selection on held-aside training pairs,
 the reported sets scored only in the test stage), then the export through the verifier and
-`scripts/eval_nli.py`, run as users run them."""
+`scripts/components/eval_nli.py`, run as users run them."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_train_export_reload_and_evaluate(tmp_path):
     assert verifier.columns == [0, 1, 2]
 
     data = data_root() / "nli" / "snli_validation.jsonl"
-    report_line = run(["scripts/eval_nli.py", str(export), str(data), "--limit", "20"]).strip().splitlines()[-1]
+    report_line = run(["scripts/components/eval_nli.py", str(export), str(data), "--limit", "20"]).strip().splitlines()[-1]
     report = json.loads(report_line)
     assert report["pairs"] == 20 and 0.0 <= report["accuracy"] <= 100.0
     assert set(report["per_label"]) == {"entailment", "neutral", "contradiction"}
@@ -70,7 +70,7 @@ def test_eval_nli_rejects_a_bad_label_with_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"premise": "a", "hypothesis": "b", "label": 0}\n{"premise": "a", "hypothesis": "b", "label": -1}\n')
     proc = subprocess.run(
-        [sys.executable, "scripts/eval_nli.py", str(Path("nowhere")), str(bad)],
+        [sys.executable, "scripts/components/eval_nli.py", str(Path("nowhere")), str(bad)],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode != 0

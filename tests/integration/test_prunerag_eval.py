@@ -58,9 +58,9 @@ def test_eval_py_runs_prunerag_with_unparseable_llm_output_and_counts_it(tmp_pat
     run_dir = tmp_path / "run"
     env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [
-        sys.executable, "eval.py", "+method=prunerag", "data=hotpotqa", "limit=4", "retriever=bm25", "llm=scripted",
+        sys.executable, "eval.py", "+experiment=prunerag", "data=hotpotqa", "limit=4", "retriever=bm25", "llm=scripted",
         "~logger", f"hydra.run.dir={run_dir}", f"paths.index_dir={tmp_path / 'indexes'}",
-        "method.retry_actions=[decomposition,entity]",  # the paper-literal retry: answer no longer offered
+        "method.builder.retry_actions=[decomposition,entity]",  # the paper-literal retry: answer no longer offered
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -73,7 +73,7 @@ def test_eval_py_runs_prunerag_with_unparseable_llm_output_and_counts_it(tmp_pat
     assert metrics["cost/mean/retrieval_calls"] == 1 and metrics["cost/mean/llm_calls"] == 3
     assert "efr" in metrics or "forget_rate" in metrics
     show = subprocess.run(
-        [sys.executable, "scripts/show_trees.py", str(run_dir), "-n", "2", "--outputs"],
+        [sys.executable, "scripts/runs/show_trees.py", str(run_dir), "-n", "2", "--outputs"],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert show.returncode == 0, show.stderr[-2000:]
@@ -84,6 +84,6 @@ def test_eval_py_runs_prunerag_with_unparseable_llm_output_and_counts_it(tmp_pat
 def test_show_trees_refuses_a_run_without_trees():
     with tempfile.TemporaryDirectory() as empty:
         proc = subprocess.run(
-            [sys.executable, "scripts/show_trees.py", empty], cwd=PROJECT_ROOT, capture_output=True, text=True
+            [sys.executable, "scripts/runs/show_trees.py", empty], cwd=PROJECT_ROOT, capture_output=True, text=True
         )
     assert proc.returncode != 0 and "not found" in proc.stderr

@@ -18,6 +18,7 @@ from hoprag.llm import ScriptedLLM
 from hoprag.methods import SCRAG, SCRAGSearch
 from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval import DenseRetriever
+from hoprag.search import MCTSConfig
 from hoprag.verifiers import ScriptedVerifier
 from hoprag.verifiers.reward import EvidenceExtractor
 from tests.fakes import HashEmbedder
@@ -81,7 +82,7 @@ def test_default_config_uses_the_trained_verifier_and_the_paper_budget(compose_c
     cfg = compose_cfg("eval", ["+method=sc_rag"])
     verifier = instantiate(cfg.method.verifier)  # loads lazily: nothing is read here
     assert type(verifier).__name__ == "CrossEncoderVerifier" and verifier.model.endswith("verifiers/minilm-nli")
-    search = instantiate(cfg.method.search)
+    search = MCTSConfig(**{k: v for k, v in cfg.method.search.items() if not k.startswith("_")})
     assert (search.simulations, search.branching, search.max_depth, search.c) == (24, 3, 3, 1.4)
     assert search.selection == "uct" and search.augment and search.augment_add_k == 3
     assert (search.temperature, search.top_p, search.max_new_tokens) == (0.7, 0.9, 256)

@@ -17,7 +17,7 @@ from hoprag.paths import PROJECT_ROOT
 KEY = "sk-FAKE-7c41d2e9"  # a judge's API key, inside a dict override
 TOKEN = "hf_FAKE-0b5a93"  # a top-level token no component reads
 JUDGE = (
-    "+metrics.crag_judge={_target_:hoprag.metrics.LLMJudge,"
+    "+metrics.crag_judge={_target_:hoprag.evaluation.judges.LLMJudge,"
     f"llm:{{_target_:hoprag.llm.OpenAICompatLLM,model:gpt-3.5-turbo,api_key:{KEY}}}}}"
 )
 EVAL = ["llm=scripted", "limit=2", "show=0", JUDGE, f"+hf_token={TOKEN}"]

@@ -59,7 +59,7 @@ def test_generation_answers_once_per_question_from_the_selection(setup, compose_
 
 
 def test_eval_selection_script_prints_and_writes_its_table(tmp_path):
-    """scripts/eval_selection.py as the README runs it, on 5 questions (one budget)."""
+    """scripts/components/eval_selection.py as the README runs it, on 5 questions (one budget)."""
     import json
     import os
     import subprocess
@@ -68,7 +68,7 @@ def test_eval_selection_script_prints_and_writes_its_table(tmp_path):
     from hoprag.paths import PROJECT_ROOT
 
     out = tmp_path / "selection.json"
-    command = [sys.executable, "scripts/eval_selection.py", "--datasets", "hotpotqa", "--budgets", "500",
+    command = [sys.executable, "scripts/components/eval_selection.py", "--datasets", "hotpotqa", "--budgets", "500",
                "--out", str(out), "limit=5"]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)

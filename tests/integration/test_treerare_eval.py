@@ -15,7 +15,7 @@ def test_eval_py_runs_treerare_offline_and_records_trees_costs_and_failures(tmp_
     run_dir = tmp_path / "run"
     env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [
-        sys.executable, "eval.py", "+method=treerare", "data=hotpotqa", "limit=4", "llm=scripted", "~logger",
+        sys.executable, "eval.py", "+experiment=treerare", "data=hotpotqa", "limit=4", "llm=scripted", "~logger",
         f"hydra.run.dir={run_dir}", f"paths.index_dir={tmp_path / 'indexes'}",
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -34,7 +34,7 @@ def test_eval_py_runs_treerare_offline_and_records_trees_costs_and_failures(tmp_
     assert metrics["method/qg_fallbacks"] == 0 and metrics["method/traversal_fallback"] == 0
     assert metrics["cost/mean/passages_read"] > 0 and "cover_em" in metrics
     show = subprocess.run(
-        [sys.executable, "scripts/show_treerare.py", str(run_dir), "-n", "1"],
+        [sys.executable, "scripts/runs/show_treerare.py", str(run_dir), "-n", "1"],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert show.returncode == 0, show.stderr[-2000:]

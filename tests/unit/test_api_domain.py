@@ -18,8 +18,8 @@ from hoprag.cost import Cost
 from hoprag.data import load_questions
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.paths import PROJECT_ROOT
-from hoprag.routers.sources.api import APISource
-from hoprag.routers.sources.api.domain import (
+from hoprag.sources.api import APISource
+from hoprag.sources.api.domain import (
     DomainGuess,
     EmbeddingDomains,
     GoldDomains,
@@ -28,8 +28,8 @@ from hoprag.routers.sources.api.domain import (
     domain_messages,
     parse_domain,
 )
-from hoprag.routers.sources.api.ner import DOMAINS, ner_messages
-from hoprag.routers.splits import LeakError
+from hoprag.sources.api.ner import DOMAINS, ner_messages
+from hoprag.training.splits import LeakError
 from tests.unit import test_api_source
 from tests.unit.test_api_source import COMPANIES, FUNKO, QUERY_TIME, question
 
@@ -206,7 +206,8 @@ def test_the_export_predicts_domains_and_refuses_its_training_questions(trained,
 
 
 def test_router_and_label_exports_are_not_confused(trained, tmp_path):
-    from hoprag.routers.classifier import ClassifierRouter, LabelClassifier
+    from hoprag.routers.classifier import ClassifierRouter
+    from hoprag.training.classifier import LabelClassifier
 
     with pytest.raises(ValueError, match="not router options: load it with LabelClassifier"):
         ClassifierRouter.load(trained[0] / "export")

@@ -20,14 +20,14 @@ from hoprag.data.crag import parse_crag
 from hoprag.data.types import QAExample
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.paths import data_root
-from hoprag.routers.sources.api import APISource, MockAPIClient, MockAPIError
-from hoprag.routers.sources.api.domain import DomainGuess
-from hoprag.routers.sources.api.matching import CompanyTable, Match, Matcher, team_of
-from hoprag.routers.sources.api.ner import CATEGORIES, extract_entities, ner_messages, parse_entities
-from hoprag.routers.sources.api.render import frame_rows, render
-from hoprag.routers.sources.api.rules import select
-from hoprag.routers.sources.api.source import STATS
-from hoprag.routers.sources.api.timeparse import Period, parse_query_time, resolve_periods
+from hoprag.sources.api import APISource, MockAPIClient, MockAPIError
+from hoprag.sources.api.domain import DomainGuess
+from hoprag.sources.api.matching import CompanyTable, Match, Matcher, team_of
+from hoprag.sources.api.ner import CATEGORIES, extract_entities, ner_messages, parse_entities
+from hoprag.sources.api.render import frame_rows, render
+from hoprag.sources.api.rules import select
+from hoprag.sources.api.source import STATS
+from hoprag.sources.api.timeparse import Period, parse_query_time, resolve_periods
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "crag_api"
 COMPANIES = FIXTURES / "company_name.dict"
@@ -570,7 +570,7 @@ def test_a_section_the_kg_has_no_data_for_renders_nothing():
 
 
 def rendered(section: str, match: Match, results: list, **args) -> str:
-    from hoprag.routers.sources.api.rules import Selection
+    from hoprag.sources.api.rules import Selection
 
     return render(Selection(section, match, **args), results)
 
@@ -639,6 +639,6 @@ def test_finance_sections_render_whole_histories_and_the_latest_trading_day():
 
 
 def test_the_api_source_is_exported_with_the_other_sources():
-    from hoprag.routers import sources
+    from hoprag import sources
 
     assert sources.APISource is APISource

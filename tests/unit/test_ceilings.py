@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 
 import pytest
 
@@ -18,10 +19,11 @@ from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.methods.treerare import TreeRare
 from hoprag.search.mcts import AnswerSearch, MCTSConfig
 from hoprag.search.sc_rag_answer import parse_answer, render_snippets
-from hoprag.search.treerare import SyntaxNode, SyntaxTree
+from hoprag.search.treerare import SyntaxNode, SyntaxTree, TreeRareSearch
 from hoprag.verifiers import ScriptedVerifier
 from hoprag.verifiers.reward import EvidenceExtractor, NLIReward
 from tests.fakes import KeywordRetriever
+from tests.unit.test_prunerag import prunerag as wired
 
 CORPUS = [Passage(f"p{i}", f"Title {i}", f"word{i} text number {i}") for i in range(6)]
 LONG = " ".join(f"w{i}" for i in range(300)) + " ?"  # a 300-word question
@@ -48,7 +50,8 @@ def treerare(**search) -> TreeRare:
         (r"Answer the question using", "Explanations: step by step.\nFINAL: Simply Red"),
     ]
     llm = ScriptedLLM(rules=rules)
-    return TreeRare(llm, KeywordRetriever(CORPUS), {"ct": BinaryParser()}, tree="ct", search={"k": 2, **search})
+    return TreeRare(llm, KeywordRetriever(CORPUS), {"ct": BinaryParser()}, partial(TreeRareSearch, k=2, **search),
+                    tree="ct")  # fmt: skip
 
 
 def test_a_300_word_question_stops_at_treerares_default_ceiling_and_says_so(tmp_path, caplog):
@@ -89,7 +92,7 @@ FINAL = (r"### Inference Tree", r"\\boxed{June 1844}", -0.1)
 def prunerag(**knobs) -> PruneRAG:
     rules = [FINAL, (r"Query: answer me\nOutput:$", '{"type": "answer", "answer": "June 1844"}', [-0.01] * 6),
              (SPLIT, '{"type": "decomposition", "subquery1": "\\1 a", "subquery2": "\\1 b"}')]  # fmt: skip
-    return PruneRAG(ScriptedLLM(rules=rules, default_reply="no idea"), KeywordRetriever(CORPUS), **knobs)
+    return wired(ScriptedLLM(rules=rules, default_reply="no idea"), KeywordRetriever(CORPUS), **knobs)
 
 
 def test_prunerag_stops_splitting_at_max_nodes_and_the_node_left_whole_is_traced():
@@ -109,7 +112,7 @@ def test_prunerag_stops_splitting_at_max_nodes_and_the_node_left_whole_is_traced
 def test_prunerags_default_ceiling_never_touches_the_papers_full_tree():
     (out,) = prunerag(max_depth=3).answer([QAExample("q", "split me", ["x"])], [Cost()])
     assert out.stats["tree_nodes"] == 7 and out.stats["capped"] == 0
-    with pytest.raises(ValueError, match="method.max_nodes"):
+    with pytest.raises(ValueError, match="method.builder.max_nodes"):
         prunerag(max_nodes=0)
 
 
@@ -120,8 +123,8 @@ def mcts(**config) -> AnswerSearch:
         prompt=lambda q, ctx: f"Question: {q}\n{render_snippets(ctx)}",
         parse=lambda raw: parse_answer(raw, str.strip),
         reward=NLIReward(ScriptedVerifier(rules=[], default=(0.6, 0.3, 0.1)), EvidenceExtractor()),
-        config=MCTSConfig(simulations=6, branching=2, max_depth=3, **config),
         retriever=KeywordRetriever(CORPUS),
+        **{"simulations": 6, "branching": 2, "max_depth": 3, **config},
     )
 
 

@@ -1,4 +1,4 @@
-"""`python -m hoprag.compare` over real eval run directories (made by the runner on a scripted LLM): the table,
+"""`python compare.py` (hoprag.compare) over real eval run directories (made by the runner on a scripted LLM): the table,
 seed collapse, paired significance, question-set refusals, and the ways runs are named on the command line;
 over hand-written retrieval records (per-question passage recall) and train run directories (Lightning CSV
 logs); and the self-contained HTML report."""

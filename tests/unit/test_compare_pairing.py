@@ -157,7 +157,7 @@ def test_a_truncated_metrics_json_is_named_with_its_line_on_one_line_without_tra
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err
     (printed,) = err.strip().splitlines()  # the message alone, without the usage
-    assert printed.startswith(f"python -m hoprag.compare: error: {path}, line {line}: not JSON")
+    assert printed.startswith(f"python compare.py: error: {path}, line {line}: not JSON")
 
 
 @pytest.mark.parametrize(

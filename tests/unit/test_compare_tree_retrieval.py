@@ -1,20 +1,13 @@
-"""scripts/compare_tree_retrieval.py's core on 5 real HotpotQA questions: BM25 over the pooled corpus, the
+"""scripts/components/compare_tree_retrieval.py's core on 5 real HotpotQA questions: BM25 over the pooled corpus, the
 DT tree, no reranker (fast, no model weights)."""
 
 from __future__ import annotations
 
-import importlib.util
-
-from hoprag.paths import PROJECT_ROOT
+from tests.scripts import load_script
 
 
 def script():
-    spec = importlib.util.spec_from_file_location(
-        "compare_tree_retrieval", PROJECT_ROOT / "scripts" / "compare_tree_retrieval.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("components/compare_tree_retrieval.py")
 
 
 def test_the_table_compares_bm25_and_tree_retrieval_on_the_runners_metrics(tmp_path):

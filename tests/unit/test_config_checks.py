@@ -48,13 +48,13 @@ def test_every_shipped_config_passes(compose_cfg, root, overrides):
         ("eval", ["+method=topk_rag", "method.selector.k=0"], "method.selector.k=0"),
         ("eval", ["+method=treehop", "method.top_k=0"], "method.top_k=0"),
         ("eval", ["+method=prunerag", "method.max_depth=0"], "method.max_depth=0"),
-        ("eval", ["+method=prunerag", "method.branching=0"], "method.branching=0"),
+        ("eval", ["+method=prunerag", "method.builder.branching=0"], "method.builder.branching=0"),
         ("eval", ["+method=sc_rag_search", "method.search.simulations=0"], "method.search.simulations=0"),
         ("eval", ["+method=sc_rag_search", "method.search.augment_search_k=0"], "method.search.augment_search_k=0"),
         ("eval", ["+method=sc_rag_search", "method.search.augment_add_k=-1"], "method.search.augment_add_k=-1"),
         ("eval", ["+method=sc_rag_search", "method.search.max_depth=0"], "method.search.max_depth=0"),
         ("eval", ["+method=sc_rag_search", "method.search.branching=0"], "method.search.branching=0"),
-        ("eval", ["+method=prunerag", "method.max_nodes=0"], "method.max_nodes=0 must be an integer >= 1"),
+        ("eval", ["+method=prunerag", "method.builder.max_nodes=0"], "method.builder.max_nodes=0 must be an integer"),
         ("eval", ["+method=treerare", "method.search.max_nodes=0"], "method.search.max_nodes=0"),
         ("eval", ["+method=sc_rag_search", "method.search.max_llm_calls=1"], "method.search.max_llm_calls=1"),
         ("eval_retrieval", ["ks=[0,5]"], r"ks\[0\]=0"),
@@ -90,7 +90,7 @@ def test_every_problem_is_reported_at_once(compose_cfg):
 def test_exempt_keys_and_unruled_keys_are_left_alone(compose_cfg):
     cfg = compose_cfg("train", ["+model=treehop", "callbacks.model_checkpoint.save_top_k=-1"])
     check_config(cfg)  # Lightning: -1 keeps every checkpoint
-    cfg = compose_cfg("eval", ["+method=prunerag", "method.all_decom_depth=0", "+method.seed=-1"])
+    cfg = compose_cfg("eval", ["+method=prunerag", "method.builder.all_decom_depth=0", "+method.seed=-1"])
     check_config(cfg)
     check_config(OmegaConf.create({"rrf_k": 0, "steps": -1}))
 

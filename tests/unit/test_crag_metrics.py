@@ -10,19 +10,12 @@ import pytest
 from hydra.utils import instantiate
 
 from hoprag.data import QADataset
+from hoprag.evaluation.judges import JUDGE_INSTRUCTIONS, LLMJudge, NormalizedMatchJudge
 from hoprag.evaluation.runner import run, summarize
 from hoprag.llm import ScriptedLLM
 from hoprag.methods.base import Method, MethodOutput
-from hoprag.metrics import (
-    EvalRow,
-    LLMJudge,
-    MetricSuite,
-    NormalizedMatchJudge,
-    crag_outcomes,
-    parse_judgement,
-    relative_gain,
-)
-from hoprag.metrics.crag import CORRECT, HALLUCINATION, JUDGE_INSTRUCTIONS, MISSING, rates, summary
+from hoprag.metrics import EvalRow, MetricSuite, crag_outcomes, parse_judgement, relative_gain
+from hoprag.metrics.crag import CORRECT, HALLUCINATION, MISSING, rates, summary
 
 CATEGORIES = {"domain": "open", "static_or_dynamic": "static", "question_type": "simple"}
 
@@ -224,7 +217,7 @@ def test_without_a_judge_every_non_match_is_an_unjudged_hallucination(crag, tmp_
 
 def test_the_eval_config_has_no_judge_by_default_and_takes_one(compose_cfg):
     assert instantiate(compose_cfg("eval", ["data=crag"]).metrics).crag_judge is None
-    judge = "{_target_:hoprag.metrics.LLMJudge,llm:{_target_:hoprag.llm.ScriptedLLM}}"
+    judge = "{_target_:hoprag.evaluation.judges.LLMJudge,llm:{_target_:hoprag.llm.ScriptedLLM}}"
     suite = instantiate(compose_cfg("eval", ["data=crag", f"metrics.crag_judge={judge}"]).metrics)
     assert isinstance(suite.crag_judge, LLMJudge) and isinstance(suite.crag_judge.llm, ScriptedLLM)
 

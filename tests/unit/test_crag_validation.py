@@ -14,7 +14,7 @@ from hoprag.data import DataFormatError, load_questions
 from hoprag.data.crag import parse_crag
 from hoprag.llm import ScriptedLLM
 from hoprag.methods.pruningrag import PruningRAG
-from hoprag.routers.sources import WebSource
+from hoprag.sources import WebSource
 from tests.fakes import HashEmbedder
 
 BODY = "<html><body><article><h1>Paris</h1><p>" + "Paris is the capital of France. " * 8 + "</p></article></body></html>"

@@ -1,19 +1,15 @@
-"""scripts/eval_selection.py's table (issue 19): every selector at the same token budget, and the markdown
-pivot the README quotes."""
+"""scripts/components/eval_selection.py's table (issue 19): every selector at the same token budget, and the
+markdown pivot the README quotes."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import numpy as np
 
 from hoprag.data.types import Passage
-from hoprag.paths import PROJECT_ROOT
 from hoprag.selectors import CandidatePool, TokenCounter
+from tests.scripts import load_script
 
-spec = importlib.util.spec_from_file_location("eval_selection", PROJECT_ROOT / "scripts" / "eval_selection.py")
-eval_selection = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(eval_selection)
+eval_selection = load_script("components/eval_selection.py")
 
 
 def test_every_selector_runs_at_the_same_budget_and_stays_within_it():

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 
 from hoprag.config import register_resolvers
 from hoprag.evaluation.objective import objective
@@ -37,6 +38,9 @@ def test_every_search_composes_and_has_one_direction_per_objective(search, tmp_p
     cfg = compose_hydra(entry, [f"+hparams_search={search}", f"paths.output_dir={tmp_path}"])
     sweeper = cfg.hydra.sweeper
     assert sweeper.params, "a search sweeps something"
+    swept = [k for k in sweeper.params if not k.startswith("+")]
+    missing = [k for k in swept if OmegaConf.select(cfg, k, default=KeyError) is KeyError]
+    assert not missing, f"swept keys the composed config does not have: {missing}"
     if "optuna" in sweeper._target_.lower():
         assert cfg.get("method" if entry == "eval" else "model") is not None  # the search brings what it tunes
         objectives = cfg.optimized_metric if isinstance(cfg.optimized_metric, str) else list(cfg.optimized_metric)

@@ -14,6 +14,7 @@ from hoprag.llm import ScriptedLLM
 from hoprag.methods import ChatPrompt, PruneRAG, SCRAGSearch, StandardRAG
 from hoprag.methods.base import MissingCapability
 from hoprag.retrieval import BM25Retriever
+from tests.unit.test_prunerag import prunerag
 
 
 class ServedLLM(ScriptedLLM):
@@ -43,13 +44,14 @@ def retriever(dataset):
 def test_prunerag_declares_logprobs_and_prefill_by_its_switches(retriever):
     llm = ScriptedLLM()
     assert PruneRAG(llm, retriever).required_capabilities() == {
-        "logprobs": "method.use_confidence=false (ablation w/o Con.), or a server that returns them"
+        "logprobs": "method.builder.use_confidence=false (ablation w/o Con.), or a server returning them"
     }
-    needs = PruneRAG(llm, retriever, decision_prefix='{"type": "', answer_prefix="\\boxed{").required_capabilities()
-    assert set(needs) == {"logprobs", "prefill"}
-    assert "method.decision_prefix=null" in needs["prefill"] and "method.answer_prefix=null" in needs["prefill"]
-    assert PruneRAG(llm, retriever, use_confidence=False).required_capabilities() == {}
-    PruneRAG(llm, retriever, decision_prefix="{").check_capabilities()  # in process: everything is there
+    needs = prunerag(llm, retriever, decision_prefix='{"type": "', aggregator={"answer_prefix": "\\boxed{"})
+    assert set(needs.required_capabilities()) == {"logprobs", "prefill"}
+    prefill = needs.required_capabilities()["prefill"]
+    assert "method.builder.decision_prefix=null" in prefill and "method.aggregator.answer_prefix=null" in prefill
+    assert prunerag(llm, retriever, use_confidence=False).required_capabilities() == {}
+    prunerag(llm, retriever, decision_prefix="{").check_capabilities()  # in process: everything is there
 
 
 def test_sc_rag_search_declares_prefill_for_its_answer_prefix():
@@ -62,10 +64,10 @@ def test_sc_rag_search_declares_prefill_for_its_answer_prefix():
 
 def test_a_missing_capability_fails_the_run_before_any_work(dataset, retriever, tmp_path):
     llm = ServedLLM(LLAMA_CPP_NO_TOKENIZER)
-    method = PruneRAG(llm, retriever, decision_prefix='{"type": "')
-    with pytest.raises(MissingCapability, match="method.use_confidence=false") as info:
+    method = prunerag(llm, retriever, decision_prefix='{"type": "')
+    with pytest.raises(MissingCapability, match="method.builder.use_confidence=false") as info:
         run(method, dataset.examples, tmp_path)
-    assert "method.decision_prefix=null" in str(info.value) and "llm.tokenizer" in str(info.value)
+    assert "method.builder.decision_prefix=null" in str(info.value) and "llm.tokenizer" in str(info.value)
     assert llm.calls == [] and not (tmp_path / "predictions.jsonl").exists()
     with_logprobs = ServedLLM({**LLAMA_CPP_NO_TOKENIZER, "logprobs": True})
     PruneRAG(with_logprobs, retriever).check_capabilities()  # no prefix: no prefill needed

@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 import math
 import random
+from functools import partial
 
 import pytest
 
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm import ScriptedLLM
-from hoprag.llm.base import LLM, Generation
+from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
+from hoprag.llm.types import Generation
 from hoprag.methods import SCRAGSearch
 from hoprag.search.mcts import (
     AnswerSearch,
@@ -60,8 +62,8 @@ def make_search(llm, retriever=None, verifier=None, **config):
         prompt=lambda q, passages: f"Question: {q}\n{render_snippets(passages)}",
         parse=lambda raw: parse_answer(raw, lambda text: text.strip()),
         reward=reward,
-        config=MCTSConfig(**config),
         retriever=retriever,
+        **config,
     )
 
 
@@ -326,7 +328,7 @@ def test_sc_rag_search_reports_the_samples_without_log_probs():
     method = SCRAGSearch(
         FixedLLM([(-0.1,), None, None]), KeywordRetriever(CORPUS), verifier,
         ChatPrompt("Answer in JSON.", "Question: {question}\n{passages}"), k=1,
-        search=MCTSConfig(simulations=1, branching=3, augment=False), faithfulness=False,
+        search=partial(AnswerSearch, simulations=1, branching=3, augment=False), faithfulness=False,
     )  # fmt: skip
     [out] = method.answer([QAExample("q0", QUESTION, ["Paris"])], [Cost()])
     assert out.stats["missing_logprobs"] == 2

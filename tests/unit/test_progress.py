@@ -18,7 +18,7 @@ from hoprag.data.types import Passage
 from hoprag.llm import ScriptedLLM
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.sparse import BM25Index
-from hoprag.search.mcts import AnswerSearch, MCTSConfig
+from hoprag.search.mcts import AnswerSearch
 from hoprag.search.prunerag.builder import PruneTreeBuilder
 from hoprag.search.sc_rag_answer import parse_answer, render_snippets
 from hoprag.treehop.data import ENCODE_CHUNK, embed_cached
@@ -141,7 +141,9 @@ def test_mcts_ticks_once_per_simulation_naming_its_question_count(bars):
         prompt=lambda q, ctx: f"Question: {q}\n{render_snippets(ctx)}",
         parse=lambda raw: parse_answer(raw, str.strip),
         reward=NLIReward(verifier, EvidenceExtractor()),
-        config=MCTSConfig(simulations=5, branching=2, max_depth=3),
+        simulations=5,
+        branching=2,
+        max_depth=3,
     )
     corpus = passages(3)
     search.run(["q1?", "q2?", "q3?"], [corpus[:1], corpus[1:2], corpus[2:]], [Cost(), Cost(), Cost()])

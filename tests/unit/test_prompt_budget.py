@@ -10,7 +10,7 @@ import pytest
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm import Generation, ScriptedLLM
-from hoprag.llm.openai_compat import _choice_logprobs
+from hoprag.llm.openai_http import choice_logprobs
 from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError, fit_prompt
 from hoprag.llm.scripted import render
 from hoprag.methods import StandardRAG
@@ -115,8 +115,8 @@ def test_generations_without_logprobs_are_counted_per_question():
 
 
 def test_a_null_server_logprob_is_unknown_not_probability_one():
-    tokens, logprobs = _choice_logprobs({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": None}]})
+    tokens, logprobs = choice_logprobs({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": None}]})
     assert tokens == ["a", "b"] and logprobs is None
-    tokens, logprobs = _choice_logprobs({"tokens": ["a"], "token_logprobs": [None]})
+    tokens, logprobs = choice_logprobs({"tokens": ["a"], "token_logprobs": [None]})
     assert logprobs is None
-    assert _choice_logprobs({"content": [{"token": "a", "logprob": -0.5}]})[1] == [-0.5]
+    assert choice_logprobs({"content": [{"token": "a", "logprob": -0.5}]})[1] == [-0.5]

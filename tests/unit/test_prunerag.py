@@ -9,6 +9,7 @@ import json
 import math
 import re
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -19,7 +20,14 @@ from hoprag.llm.scripted import render
 from hoprag.methods import PruneRAG
 from hoprag.metrics import EvalRow, MetricSuite, exact_match, token_overlap_match
 from hoprag.retrieval import Hit, Retriever
-from hoprag.search.prunerag import extract_boxed, format_tree, parse_decision, span_confidence
+from hoprag.search.prunerag import (
+    Aggregator,
+    PruneTreeBuilder,
+    extract_boxed,
+    format_tree,
+    parse_decision,
+    span_confidence,
+)
 from hoprag.search.prunerag.efficiency import retrieval_efficiency
 from hoprag.search.prunerag.prompts import REFLECTION
 
@@ -70,10 +78,17 @@ def on(query: str) -> str:
 ANY = r"Query: ([^\n]*)\nOutput:$"  # any first decision, \1 = the node's query
 
 
+def prunerag(llm, retriever, max_depth=3, batching="round", aggregator=None, **builder) -> PruneRAG:
+    """PruneRAG wired as its config wires it: `builder` knobs for its tree builder, `aggregator` knobs for
+    its aggregator, the shared settings on the method."""
+    return PruneRAG(llm, retriever, partial(PruneTreeBuilder, **builder), partial(Aggregator, **(aggregator or {})),
+                    max_depth=max_depth, batching=batching)  # fmt: skip
+
+
 def make(rules, **knobs) -> tuple[PruneRAG, ScriptedLLM, StubRetriever]:
     llm = ScriptedLLM(rules=[FINAL, *rules], default_reply="no idea")
     retriever = StubRetriever()
-    return PruneRAG(llm, retriever, **knobs), llm, retriever
+    return prunerag(llm, retriever, **knobs), llm, retriever
 
 
 def ask(method: PruneRAG, *questions: str):
@@ -273,13 +288,13 @@ def test_b14_em_normalizes_and_the_boxed_text_is_unwrapped():
     assert extract_boxed("no box") is None and extract_boxed(r"\boxed{open") is None
 
     llm = ScriptedLLM(rules=[(r"### Inference Tree", r"It is \\boxed{\\text{The Beatles.}}")], default_reply="?")
-    (out,), _ = ask(PruneRAG(llm, StubRetriever(), max_depth=1))
+    (out,), _ = ask(prunerag(llm, StubRetriever(), max_depth=1))
     assert out.prediction == "The Beatles." and exact_match(out.prediction, ["beatles"]) == 1.0
 
 
 def test_b14_an_output_without_a_box_is_a_counted_parse_failure_read_by_the_extractor():
     llm = ScriptedLLM(rules=[(r"### Inference Tree", "Answer: June 1844")])
-    (out,), _ = ask(PruneRAG(llm, StubRetriever(), max_depth=1))
+    (out,), _ = ask(prunerag(llm, StubRetriever(), max_depth=1))
     assert out.parse_failed and out.prediction == "June 1844"
 
 
@@ -345,7 +360,7 @@ def test_an_answer_without_logprobs_is_unconfident_counted_and_retried_without_s
         (on(q2), answer_reply("Arthur"), answer_logprobs("Arthur", [0.0])),  # certain, but the log-probs are lost
     ]
     llm = PartlyWithoutLogprobs(q2, rules=rules, default_reply="no idea")
-    (sure, unknown), _ = ask(PruneRAG(llm, StubRetriever()), Q, q2)
+    (sure, unknown), _ = ask(prunerag(llm, StubRetriever()), Q, q2)
     assert sure.trace["tree"]["status"] == "answered" and sure.stats["missing_logprobs"] == 0
     tree = unknown.trace["tree"]
     assert (tree["status"], tree["answer"], tree["confidence"]) == ("unresolved", "", None)
@@ -359,7 +374,7 @@ def test_an_answer_without_logprobs_is_unconfident_counted_and_retried_without_s
     assert span_confidence(Generation("x", ("x",), None), (0, 1)) is None
 
     llm = PartlyWithoutLogprobs(q2, rules=rules, default_reply="no idea")
-    (out,), _ = ask(PruneRAG(llm, StubRetriever(), use_confidence=False), q2)
+    (out,), _ = ask(prunerag(llm, StubRetriever(), use_confidence=False), q2)
     assert out.trace["tree"]["status"] == "answered" and out.stats["missing_logprobs"] == 0  # no confidence asked
 
 
@@ -396,7 +411,7 @@ def test_the_final_prompt_hides_internal_passages_unless_asked():
     method, llm, _ = make([(on(Q), decompose("S1?", "S2?"))], max_depth=2)
     ask(method)
     assert f"Title 1 of {Q}" not in final_texts(llm)[0] and "Title 1 of S1?" in final_texts(llm)[0]
-    method, llm, _ = make([(on(Q), decompose("S1?", "S2?"))], max_depth=2, show_internal_context=True)
+    method, llm, _ = make([(on(Q), decompose("S1?", "S2?"))], max_depth=2, aggregator={"show_internal_context": True})
     ask(method)
     assert f"Title 1 of {Q}" in final_texts(llm)[0]
 
@@ -407,7 +422,7 @@ def test_code_exact_serialization_drops_an_undecided_leaf_above_depth_d():
         (on(Q), answer_reply("June 1844"), answer_logprobs("June 1844", [-1.0, -1.0])),
     ]
     for all_leaves, shown in ((True, True), (False, False)):
-        method, llm, _ = make(rules, max_depth=3, include_context_for_all_leaves=all_leaves)
+        method, llm, _ = make(rules, max_depth=3, aggregator={"include_context_for_all_leaves": all_leaves})
         (out,), _ = ask(method)
         children = out.trace["tree"]["children"]
         assert [(c["depth"], c["status"]) for c in children] == [(2, "unresolved")] * 2
@@ -424,7 +439,7 @@ def test_recursive_aggregation_summarizes_entities_and_answers_bottom_up():
         (r"Query: .*\nAnswer:", r"\\boxed{June 1844}"),
     ]
     llm = ScriptedLLM(rules=rules)
-    method = PruneRAG(llm, StubRetriever(), max_depth=3, aggregation="recursive")
+    method = prunerag(llm, StubRetriever(), max_depth=3, aggregator={"mode": "recursive"})
     (out,), (cost,) = ask(method)
     assert out.prediction == "June 1844" and not out.parse_failed
     assert [len(c.prompts) for c in llm.calls] == [1, 2, 2, 1, 1]  # 2 rounds, then depth 3, 2, 1
@@ -438,15 +453,15 @@ def test_recursive_aggregation_summarizes_entities_and_answers_bottom_up():
 def test_an_accepted_root_answer_is_the_recursive_prediction_without_another_call():
     rule = (on(Q), answer_reply("June 1844"), answer_logprobs("June 1844", [0.0, 0.0]))
     llm = ScriptedLLM(rules=[rule])
-    (out,), _ = ask(PruneRAG(llm, StubRetriever(), aggregation="recursive"))
+    (out,), _ = ask(prunerag(llm, StubRetriever(), aggregator={"mode": "recursive"}))
     assert out.prediction == "June 1844" and len(llm.calls) == 1
 
 
 def test_bad_knobs_are_refused():
     for knobs in ({"batching": "tree"}, {"confidence_span": "last"}, {"actions": ["guess"]}, {"max_depth": 0},
-                  {"aggregation": "vote"}):  # fmt: skip
+                  {"aggregator": {"mode": "vote"}}):  # fmt: skip
         with pytest.raises(ValueError):
-            PruneRAG(ScriptedLLM(), StubRetriever(), **knobs)
+            prunerag(ScriptedLLM(), StubRetriever(), **knobs)
 
 
 def test_format_tree_prints_statuses_answers_and_passage_titles():

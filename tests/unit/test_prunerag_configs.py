@@ -23,7 +23,7 @@ def build(cfg):
 
 def test_the_default_config_has_the_paper_tree_setting_and_scores_passages_by_token_overlap(compose_cfg):
     """The tree knobs are the paper's; the small-model aids (on by default) are tested in test_prunerag_small."""
-    cfg = compose_cfg("eval", ["+method=prunerag", "llm=scripted"])
+    cfg = compose_cfg("eval", ["+experiment=prunerag", "llm=scripted"])
     method = build(cfg)
     assert isinstance(method, PruneRAG)
     b = method.builder
@@ -38,13 +38,14 @@ def test_the_default_config_has_the_paper_tree_setting_and_scores_passages_by_to
 
 def test_knobs_are_command_line_overrides(compose_cfg):
     cfg = compose_cfg("eval", [
-        "+method=prunerag", "method.max_depth=2", "method.threshold=0.9", "method.strict_threshold=true",
-        "method.aggregation=recursive", "method.batching=node", "method.confidence_span=first_occurrence",
-        "metrics.passage_match=title",
+        "+experiment=prunerag", "method.max_depth=2", "method.builder.threshold=0.9",
+        "method.builder.strict_threshold=true", "method.aggregator.mode=recursive", "method.batching=node",
+        "method.builder.confidence_span=first_occurrence", "metrics.passage_match=title",
     ])  # fmt: skip
     method = build(cfg)
     assert (method.builder.max_depth, method.builder.threshold, method.builder.strict) == (2, 0.9, True)
     assert method.aggregator.mode == "recursive" and method.builder.one_by_one and method.aggregator.one_by_one
+    assert method.aggregator.max_depth == 2  # D is declared once, on the method, and passed to both
     assert instantiate(cfg.metrics).passage_match == "title"
 
 
@@ -59,7 +60,7 @@ def test_each_ablation_is_a_switch_of_the_same_method(compose_cfg, experiment):
 
 
 def test_iter_retgen_config(compose_cfg):
-    cfg = compose_cfg("eval", ["+method=iter_retgen", "method.rounds=4"])
+    cfg = compose_cfg("eval", ["+experiment=iter_retgen", "method.rounds=4"])
     method = build(cfg)
     assert isinstance(method, IterRetGen) and (method.rounds, method.k) == (4, 5)
     assert instantiate(cfg.metrics).passage_match == "token_overlap"
@@ -69,5 +70,5 @@ def test_the_paper_experiment_sets_the_paper_components(compose_cfg):
     cfg = compose_cfg("eval", ["+experiment=prunerag_paper"])
     assert cfg.llm._target_ == "hoprag.llm.VLLMLLM" and cfg.llm.model == "Qwen/Qwen3-8B" and cfg.llm.logprobs
     assert cfg.embedder.model == "BAAI/bge-large-en-v1.5"
-    assert cfg.method.decision_generation.max_new_tokens == cfg.method.generation.max_new_tokens == 4096
-    assert (cfg.method.k, cfg.method.max_depth, cfg.method.threshold) == (5, 3, 0.95)
+    assert cfg.method.builder.generation.max_new_tokens == cfg.method.generation.max_new_tokens == 4096
+    assert (cfg.method.builder.k, cfg.method.max_depth, cfg.method.builder.threshold) == (5, 3, 0.95)

@@ -19,6 +19,7 @@ from hoprag.retrieval import Hit, Retriever
 from hoprag.search.prunerag import format_tree, parse_decision
 from hoprag.search.prunerag.parsing import free_text_answer
 from hoprag.search.prunerag.prompts import EXAMPLES, REFLECTION, decision_prompt, final_prompt
+from tests.unit.test_prunerag import prunerag
 
 Q = "When was Arthur's Magazine first published?"
 
@@ -57,7 +58,7 @@ BOXED_FINAL = (r"### Inference Tree[\s\S]*assistant: \\boxed\{$", "June 1844}", 
 def make(rules, final=BOXED_FINAL, **knobs):
     llm = ScriptedLLM(rules=[final, *rules], default_reply="no idea")
     retriever = StubRetriever()
-    return PruneRAG(llm, retriever, **knobs), llm, retriever
+    return prunerag(llm, retriever, **knobs), llm, retriever
 
 
 def test_a_decision_prefix_is_continued_and_reattached_and_only_answer_tokens_set_the_confidence():
@@ -132,23 +133,23 @@ def test_min_children_accepts_a_one_item_split_which_the_paper_setting_refuses()
     assert parse_decision(one, min_items=1).items == ("Arthur's Magazine",)
     assert parse_decision(json.dumps({"type": "entity", "entity1": "A", "entity2": "A"}), min_items=1).items == ("A",)
     with pytest.raises(ValueError, match="min_children"):
-        PruneRAG(ScriptedLLM(), StubRetriever(), min_children=3)
+        prunerag(ScriptedLLM(), StubRetriever(), min_children=3)
 
 
 def test_retry_actions_stay_within_an_ablations_actions():
-    method = PruneRAG(ScriptedLLM(), StubRetriever(), actions=["answer", "decomposition"],
+    method = prunerag(ScriptedLLM(), StubRetriever(), actions=["answer", "decomposition"],
                       retry_actions=["decomposition", "entity"])  # fmt: skip
     assert method.builder.retry_actions == ("decomposition",)
 
 
 def test_an_answer_prefix_opens_the_box_and_the_prompt_drops_the_copied_example():
-    method, llm, _ = make([], answer_prefix="\\boxed{")
+    method, llm, _ = make([], aggregator={"answer_prefix": "\\boxed{"})
     (out,), _ = ask(method)
     assert out.prediction == "June 1844" and not out.parse_failed
     assert out.trace["output"] == "\\boxed{June 1844}"
     assert "Paris" not in final_texts(llm)[0]
     assert "Paris" in final_prompt("{}", Q)[0]["content"]  # unchanged without a prefix
-    unclosed, _, _ = make([], final=(r"### Inference Tree", "June 1844", -0.1), answer_prefix="\\boxed{")
+    unclosed, _, _ = make([], (r"### Inference Tree", "June 1844", -0.1), aggregator={"answer_prefix": "\\boxed{"})
     (out,), _ = ask(unclosed)
     assert out.parse_failed and out.prediction == "June 1844"  # no closed box: the extractor's reading
 
@@ -164,7 +165,7 @@ def test_decision_examples_inline_chat_or_none():
     none = decision_prompt("ctx", "ROOT", Q, ["answer"], examples="none")
     assert len(none) == 1 and "Eiffel" not in none[0]["content"]
     with pytest.raises(ValueError, match="decision_examples"):
-        PruneRAG(ScriptedLLM(), StubRetriever(), decision_examples="appendix")
+        prunerag(ScriptedLLM(), StubRetriever(), decision_examples="appendix")
 
 
 def build(cfg) -> PruneRAG:
@@ -182,6 +183,6 @@ def test_the_aids_are_on_by_default_and_off_in_the_faithful_and_paper_settings(c
         if b is not None:
             assert (b.prefix, b.free_text_fallback, b.lenient, b.min_children) == ("", False, False, None)
             assert b.retry_actions == b.actions
-        m = cfg.method
-        assert m.decision_prefix is None and m.answer_prefix is None and m.retry_actions is None
+        m = cfg.method.builder
+        assert m.decision_prefix is None and cfg.method.aggregator.answer_prefix is None and m.retry_actions is None
         assert not m.free_text_fallback and not m.lenient_json and m.min_children is None

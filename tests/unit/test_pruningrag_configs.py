@@ -13,8 +13,8 @@ from hoprag.llm import ScriptedLLM
 from hoprag.methods import PruningRAG
 from hoprag.paths import PROJECT_ROOT
 from hoprag.routers.router import LLMRouter
-from hoprag.routers.sources import APISource, WebSource
-from hoprag.routers.sources.api.client import DEFAULT_BASE_URL
+from hoprag.sources import APISource, WebSource
+from hoprag.sources.api.client import DEFAULT_BASE_URL
 
 ADAPTER = "/exports/crag-router"
 # Table 3's rows (§10.3): strategy, sources, grounded ("use only the references"), false-premise examples
@@ -75,6 +75,13 @@ def test_every_source_option_is_a_row_of_table_3_and_every_pages_option_a_page_s
     assert group("source") == sorted(SOURCES) and group("pages") == sorted(PAGES)
 
 
+def test_source_options_configure_the_method_only(compose_cfg):
+    headers = {path.stem: path.read_text().splitlines()[0] for path in (PROJECT_ROOT / "conf" / "source").glob("*.yaml")}
+    assert headers == dict.fromkeys(SOURCES, "# @package method")
+    cfg = compose_cfg("eval", ["+experiment=pruningrag_offline", "source=routed"])  # the preset declares the rest
+    assert OmegaConf.is_missing(cfg, "tuned_router") and cfg.method.strategy == "routed"
+
+
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_each_source_option_switches_exactly_the_strategy_knobs(compose_cfg, source):
     base = compose_cfg("eval", ["+experiment=pruningrag_table3", "source=web"])
@@ -117,8 +124,8 @@ def test_the_paper_preset_carries_the_papers_settings(compose_cfg):
     web = m.sources.web
     assert web.embedder.model == "BAAI/bge-m3" and web.embedder._target_ == "hoprag.retrieval.FlagEmbedder"  # §6.1
     assert (web.top_k, web.chunk_size, web.tokenizer) == (3, 200, "cl100k_base")  # §6.1, P10
-    assert m.sources.api._target_ == "hoprag.routers.sources.APISource" and m.sources.api.base_url == DEFAULT_BASE_URL
-    assert m.sources.llm._target_ == "hoprag.routers.sources.ParametricSource"
+    assert m.sources.api._target_ == "hoprag.sources.APISource" and m.sources.api.base_url == DEFAULT_BASE_URL
+    assert m.sources.llm._target_ == "hoprag.sources.ParametricSource"
     assert (m.strategy, m.cot, m.icl, m.cross_domain) == ("routed", False, 1, False)  # P6 code_4stage
     assert (m.router.options, m.router.none_policy) == ("crag_single", "api")  # §5.2, P1, P4
     assert m.router_llm.adapter == ADAPTER and m.router_llm._target_ == llm._target_

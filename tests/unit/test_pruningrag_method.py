@@ -10,7 +10,7 @@ from hoprag.data.types import Passage, QAExample
 from hoprag.llm import ScriptedLLM
 from hoprag.methods.pruningrag import PruningRAG, reference_context
 from hoprag.routers.router import LLMRouter
-from hoprag.routers.sources.base import ContextSource, ParametricSource
+from hoprag.sources.base import ContextSource, ParametricSource
 
 
 class RecordingSource:

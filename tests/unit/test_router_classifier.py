@@ -1,7 +1,7 @@
 """The classifier router end to end on TAT-QA dev's real split: `python train.py +model=router_classifier`
 (a bag-of-words hash embedder stands in for MiniLM, so it runs in seconds), its export loaded and routing,
-and `scripts/eval_router.py` on the LLM-free path (classifier, majority, always-both), refusing questions the
-export was trained on."""
+and `scripts/components/eval_router.py` on the LLM-free path (classifier, majority, always-both), refusing questions
+the export was trained on."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ import torch
 
 from hoprag.data import QADataset, load_questions
 from hoprag.paths import PROJECT_ROOT, data_root
-from hoprag.routers.classifier import ClassifierRouter, RouterClassifierModule, RouterDataModule, question_record
+from hoprag.routers.classifier import ClassifierRouter, RouterClassifierModule, RouterDataModule
 from hoprag.routers.options import TATQA
 from hoprag.routers.router import RouteDecision, router_contract
-from hoprag.routers.splits import LeakError, split_by_context
+from hoprag.training.exports import question_record
+from hoprag.training.splits import LeakError, split_by_context
 from tests.fakes import HashEmbedder
+from tests.scripts import load_script
 
-sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
-import eval_router  # noqa: E402
+eval_router = load_script("components/eval_router.py")
 
 DEV = data_root() / "tatqa" / "tatqa_dataset_dev.json"
 HASH = {"_target_": "tests.fakes.HashEmbedder", "name": "hash-bow", "dim": 256}

@@ -1,12 +1,11 @@
 """A router export is loaded with its contract: made for another option set, router prompt or base model it is
 refused before the first question, naming both sides of each differing key; asked about a question it was
-trained on, it is refused (by PruningRAG, by the classifier router and by scripts/eval_router.py)."""
+trained on, it is refused (by PruningRAG, by the classifier router and by scripts/components/eval_router.py)."""
 
 from __future__ import annotations
 
 import functools
 import json
-import sys
 
 import pytest
 import torch
@@ -16,16 +15,16 @@ from hoprag.data.types import QAExample
 from hoprag.evaluation.runner import run
 from hoprag.llm import HFLLM, ScriptedLLM
 from hoprag.methods.pruningrag import PruningRAG
-from hoprag.paths import PROJECT_ROOT
 from hoprag.routers.classifier import ClassifierRouter
 from hoprag.routers.options import CRAG_SINGLE, TATQA
-from hoprag.routers.router import LLMRouter, question_record, router_contract
-from hoprag.routers.sources.base import ParametricSource
-from hoprag.routers.splits import LeakError
+from hoprag.routers.router import LLMRouter, router_contract
+from hoprag.sources.base import ParametricSource
+from hoprag.training.exports import question_record
+from hoprag.training.splits import LeakError
 from hoprag.utils.contract import ContractMismatch
+from tests.scripts import load_script
 
-sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
-import eval_router  # noqa: E402
+eval_router = load_script("components/eval_router.py")
 
 BASE = "org/base-model"
 TRAINED = QAExample("q1", "Who directed Jaws?", ["Steven Spielberg"])

@@ -167,8 +167,8 @@ ROUTER = {"_target_": "hoprag.routers.router.LLMRouter", "_partial_": True, "opt
 METHOD = {
     "_target_": "hoprag.methods.PruningRAG", "_partial_": True, "_convert_": "all", "strategy": "routed",
     "fixed": ["web"], "router": ROUTER, "generation": {"max_new_tokens": 16},
-    "sources": {"web": {"_target_": "hoprag.routers.sources.ContextSource", "origin": "web"}, "api": None,
-                "llm": {"_target_": "hoprag.routers.sources.ParametricSource"}},
+    "sources": {"web": {"_target_": "hoprag.sources.ContextSource", "origin": "web"}, "api": None,
+                "llm": {"_target_": "hoprag.sources.ParametricSource"}},
 }  # fmt: skip
 # the web prompt has a references section, the LLM-only prompt has none
 LLM = {"_target_": "hoprag.llm.ScriptedLLM", "_convert_": "all", "rules": [["### References", "paris"]],
@@ -196,11 +196,11 @@ def test_the_labellers_fingerprint_follows_the_answering_settings_only(tmp_path)
     assert faster(QUESTIONS).summary["answered"] == {"web": 0, "llm": 0}
     longer = labeller(tmp_path, method={**METHOD, "generation": {"max_new_tokens": 32}})
     assert longer(QUESTIONS).summary["answered"] == {"web": 3, "llm": 3}
-    with_api = {**METHOD, "sources": {**METHOD["sources"], "api": {"_target_": "hoprag.routers.sources.ContextSource",
+    with_api = {**METHOD, "sources": {**METHOD["sources"], "api": {"_target_": "hoprag.sources.ContextSource",
                                                                    "origin": "api"}}}  # fmt: skip
     summary = labeller(tmp_path, method=with_api)(QUESTIONS).summary  # a new source leaves the others' answers valid
     assert summary["answered"] == {"web": 0, "api": 3, "llm": 0} and summary["unavailable"] == []
-    judge = {"_target_": "hoprag.metrics.LLMJudge",
+    judge = {"_target_": "hoprag.evaluation.judges.LLMJudge",
              "llm": {"_target_": "hoprag.llm.ScriptedLLM", "default_reply": '{"Accuracy": "True"}'}}  # fmt: skip
     judged = labeller(tmp_path, judge=judge)(QUESTIONS)
     assert judged.summary["answered"] == {"web": 0, "llm": 0} and judged.summary["rejudged"] == {"web": 3, "llm": 3}

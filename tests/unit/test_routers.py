@@ -13,7 +13,7 @@ from hoprag.paths import data_root
 from hoprag.routers.labels import gold_labels, majority_label, outcome_labels
 from hoprag.routers.options import CRAG_SINGLE, CRAG_SUBSET, TATQA, parse_option
 from hoprag.routers.router import LLMRouter, RouteDecision
-from hoprag.routers.splits import LeakError, check_disjoint, split_by_context
+from hoprag.training.splits import LeakError, check_disjoint, split_by_context
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ CONF = PROJECT_ROOT / "conf"
 
 def judge(key: str) -> str:
     llm = f"{{_target_:hoprag.llm.OpenAICompatLLM,model:m,api_key:{key}}}"
-    return f"+metrics.crag_judge={{_target_:hoprag.metrics.LLMJudge,llm:{llm}}}"
+    return f"+metrics.crag_judge={{_target_:hoprag.evaluation.judges.LLMJudge,llm:{llm}}}"
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,16 @@
-"""`scripts/select_treehop.py`: designs grouped across validation splits, gains read from the CSV logs."""
+"""`scripts/runs/select_treehop.py`: designs grouped across validation splits, gains read from the CSV logs."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 
 import pytest
 import yaml
 
-from hoprag.paths import PROJECT_ROOT
+from tests.scripts import load_script
 
-spec = importlib.util.spec_from_file_location("select_treehop", PROJECT_ROOT / "scripts" / "select_treehop.py")
-select_treehop = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(select_treehop)
+select_treehop = load_script("runs/select_treehop.py")
 
 FIELDS = ["epoch", "step", "val/recall@5_hop2", "val/qc_recall@5_hop2", "val/k_hop2", "val/direct_recall@10"]
 

@@ -3,6 +3,8 @@ built on them (spec §13), on hand-made pools and a hashed bag-of-words dense in
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -205,10 +207,10 @@ def test_token_costs_are_counted_by_the_llm_on_the_passage_as_prompted():
     """Costs are the generator's tokens of the passage exactly as the prompt writes it (template, rank,
     separator); no silent 1.3 x words fallback; the mode is described for the run record."""
     p = Passage("x", "Title", "one two three four five six seven eight nine ten")
-    counter = TokenCounter("tokenizer")
-    with pytest.raises(RuntimeError, match="bind"):
-        counter([p])
-    counter.bind(ScriptedLLM(), PassageFormat("[doc_id={rank}] title={title}\n{text}", "\n---\n"))
+    with pytest.raises(RuntimeError, match="needs a tokenizer or an llm"):
+        TokenCounter("tokenizer")([p])
+    snippets = PassageFormat("[doc_id={rank}] title={title}\n{text}", "\n---\n")
+    counter = TokenCounter("tokenizer", llm=ScriptedLLM(), passages=snippets)
     # ScriptedLLM counts whitespace words: "[doc_id=1]", "title=Title", 10 words, "---"
     assert counter([p]).tolist() == [13]
     assert counter.describe().startswith("words (scripted) on '[doc_id={rank}]")
@@ -216,11 +218,9 @@ def test_token_costs_are_counted_by_the_llm_on_the_passage_as_prompted():
 
 
 def test_a_backend_that_cannot_count_tokens_fails_with_the_fix_named():
-    from hoprag.llm import OpenAICompatLLM
-    from hoprag.llm.openai_compat import LLMError
+    from hoprag.llm import LLMError, OpenAICompatLLM
 
-    counter = TokenCounter("tokenizer")
-    counter.bind(OpenAICompatLLM(model="m"))
+    counter = TokenCounter("tokenizer", llm=OpenAICompatLLM(model="m"))
     with pytest.raises(LLMError, match="llm.tokenizer"):
         counter([Passage("x", "T", "text")])
 
@@ -309,9 +309,8 @@ EXAMPLES = [QAExample(f"q{i}", q, ["x"]) for i, q in enumerate(QUESTIONS)]
 @pytest.mark.parametrize("cls", [SCRAGSelect, TopKRAG, MMRRAG])
 def test_generate_false_never_calls_the_llm(dense, cls):
     llm = ScriptedLLM(default_reply="Answer: x")
-    selector = {SCRAGSelect: MMKPSelector, TopKRAG: TopKSelector, MMRRAG: MMRSelector}[cls]()
-    method = cls(llm, dense, lambda retriever: HybridFrontEnd(retriever, pool_size=20), selector, PROMPT,
-                 generate=False)  # fmt: skip
+    selector = {SCRAGSelect: MMKPSelector, TopKRAG: TopKSelector, MMRRAG: MMRSelector}[cls]
+    method = cls(llm, dense, partial(HybridFrontEnd, pool_size=20), selector, PROMPT, generate=False)
     costs = [Cost() for _ in EXAMPLES]
     outputs = method.answer(EXAMPLES, costs)
     assert llm.calls == [] and [o.prediction for o in outputs] == ["", "", ""]
@@ -322,7 +321,8 @@ def test_generate_false_never_calls_the_llm(dense, cls):
 
 def test_generate_true_prompts_once_with_the_selection_in_fused_order(dense):
     llm = ScriptedLLM(default_reply="Answer: x")
-    method = SCRAGSelect(llm, dense, HybridFrontEnd(dense, pool_size=20), MMKPSelector(token_budget=120), PROMPT)
+    selector = partial(MMKPSelector, token_budget=120)
+    method = SCRAGSelect(llm, dense, partial(HybridFrontEnd, pool_size=20), selector, PROMPT)
     outputs = method.answer(EXAMPLES, [Cost() for _ in EXAMPLES])
     assert len(llm.calls) == 1 and [o.prediction for o in outputs] == ["x", "x", "x"]
     prompt = render(llm.calls[0].prompts[0])
@@ -337,6 +337,8 @@ def test_method_configs_build(compose_cfg, dense, name):
     assert factory.func.name == name
     method = factory(llm=instantiate(cfg.llm), retriever=dense)
     assert method.front_end.mode == "official" and method.front_end.pool_size == 50
+    counter = method.selector.token_counter  # given at construction: the method's llm and passage format
+    assert counter.llm is method.llm and counter.passages is method.passages and counter.mode == "tokenizer"
     outputs = method.answer(EXAMPLES[:1], [Cost()])
     assert len(outputs[0].retrieved) > 0
 
@@ -413,7 +415,7 @@ def test_textbook_mmr_reranks_the_whole_pool_on_min_max_relevance():
 @pytest.mark.parametrize("name", ["mmkp_offset", "mmr_textbook"])
 def test_selector_presets_build(compose_cfg, name):
     cfg = compose_cfg("eval", ["+method=sc_rag_select", "llm=scripted", f"selector@method.selector={name}"])
-    selector = instantiate(cfg.method.selector)
+    selector = instantiate(cfg.method.selector)(token_counter=WORDS_COUNTER)
     if name == "mmr_textbook":
         assert (selector.relevance, selector.rerank_depth) == ("minmax", 50)
     else:

@@ -1,4 +1,4 @@
-"""`python -m hoprag.build_index` with shards: a worker's share, the rest + merge, a no-op rerun."""
+"""`python build_index.py` with shards: a worker's share, the rest + merge, a no-op rerun."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ARGS = ["data=musique", "retriever=dense", "embedder=hashing", "shards.size=1000
 def build_index(tmp_path, *overrides: str) -> str:
     env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "hoprag.build_index", *ARGS, *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
+        [sys.executable, "build_index.py", *ARGS, *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
         check=False,
         cwd=PROJECT_ROOT,
         env=env,

@@ -22,10 +22,8 @@ from hoprag.routers import training
 from hoprag.routers.options import CRAG_SINGLE, TATQA
 from hoprag.routers.outcomes import CACHE_FILE, OutcomeCache, OutcomeLabeller, label_by_outcomes
 from hoprag.routers.router import LLMRouter
-from hoprag.routers.splits import LeakError, split_by_context
 from hoprag.routers.training import (
     IGNORE,
-    SETTINGS_FILE,
     SourceRouterDataModule,
     SourceRouterModule,
     collate,
@@ -34,6 +32,8 @@ from hoprag.routers.training import (
     router_split,
     sft_example,
 )
+from hoprag.training.exports import SETTINGS_FILE
+from hoprag.training.splits import LeakError, split_by_context
 from tests.unit.test_router_outcomes import FakeMethod
 
 QUESTION = "What was the change in total sales between 2018 and 2019?"
@@ -253,9 +253,10 @@ def test_schedule_warms_up_then_anneals_to_zero_by_steps_or_by_the_time_budget(t
     factor = module.configure_optimizers()["lr_scheduler"]["scheduler"].lr_lambdas[0]
     assert factor(0) == pytest.approx(0.1) and factor(9) == pytest.approx(1.0)
     assert factor(55) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5))) and factor(100) == pytest.approx(0.0)
-    module._started = time.monotonic() - 5 * 60  # half the budget spent: half-way through the schedule at step 0
+    [budget] = module.configure_callbacks()  # hoprag.training.budget, given to the trainer
+    budget.started = time.monotonic() - 5 * 60  # half the budget spent: half-way through the schedule at step 0
     assert factor(0) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.4 / 0.9)), abs=1e-3)
-    module._started = time.monotonic() - 10 * 60  # the budget is spent
+    budget.started = time.monotonic() - 10 * 60  # the budget is spent
     assert factor(20) == pytest.approx(0.0)
 
 
@@ -342,9 +343,9 @@ def test_crag_router_config_labels_from_outcomes_of_the_pruningrag_settings(comp
     assert cfg.model.module.options == "crag_single" and dm_cfg.labels == "outcome" and dm_cfg.eval_split == 0
     labeller = dm_cfg.labeller
     assert labeller.method._target_ == "hoprag.methods.PruningRAG" and labeller.method.sources.api is None
-    assert labeller.method.sources.web._target_ == "hoprag.routers.sources.WebSource"
+    assert labeller.method.sources.web._target_ == "hoprag.sources.WebSource"
     assert labeller.llm.name == "smollm2-135m-instruct" and list(labeller.priority) == ["api", "web", "llm"]
-    assert labeller.judge._target_ == "hoprag.metrics.NormalizedMatchJudge"
+    assert labeller.judge._target_ == "hoprag.evaluation.judges.NormalizedMatchJudge"
     assert cfg.model.monitor == "val/macro_f1" and cfg.model.module.lora.r == 16  # source_router.yaml's recipe
     dm = instantiate(dm_cfg)
     cache = tmp_path / "cache" / "router_outcomes" / CACHE_FILE

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import zlib
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,9 +14,9 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import TreeHopMethod
-from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval import DenseRetriever, Embedder
 from hoprag.treehop import TreeHop, TreeHopRetriever
+from tests.scripts import load_script
 
 CORPUS = [Passage(f"p{i}", f"Title {i % 15}", f"passage number {i}") for i in range(30)]
 EXAMPLES = [
@@ -50,7 +50,8 @@ def ckpt(tmp_path):
 
 
 def test_method_reports_every_variant_per_hop_for_table_questions(dense, ckpt):
-    method = TreeHopMethod(llm=ScriptedLLM(default_reply="x"), retriever=dense, ckpt=ckpt, top_k=3, n_hops=2)
+    search = partial(TreeHopRetriever, ckpt=ckpt)
+    method = TreeHopMethod(llm=ScriptedLLM(default_reply="x"), retriever=dense, search=search, top_k=3, n_hops=2)
     costs = [Cost() for _ in EXAMPLES]
     outputs = method.answer(EXAMPLES, costs)
     assert [o.prediction for o in outputs] == [""] * 4  # retrieval only: no LLM call
@@ -74,7 +75,8 @@ def test_generation_feeds_the_tree_passages_to_the_llm(dense, ckpt):
 
     llm = ScriptedLLM(default_reply="Paris")
     prompt = ChatPrompt("Answer.", "{passages}\n\nQuestion: {question}")
-    method = TreeHopMethod(llm=llm, retriever=dense, ckpt=ckpt, compare=False, generate=True, prompt=prompt)
+    search = partial(TreeHopRetriever, ckpt=ckpt)
+    method = TreeHopMethod(llm=llm, retriever=dense, search=search, compare=False, generate=True, prompt=prompt)
     [out] = method.answer(EXAMPLES[:1], [Cost()])
     assert out.prediction == "Paris" and len(llm.calls) == 1
     assert all(f"Title: {p.title}" in str(llm.calls[0]) for p in out.retrieved)
@@ -99,14 +101,13 @@ def test_method_and_retriever_configs_compose(compose_cfg):
     cfg = compose_cfg("eval", ["+method=treehop", "retriever=treehop"])
     method = instantiate(cfg.method)
     assert method.func is TreeHopMethod and method.keywords["top_k"] == 5
+    assert method.keywords["search"].func is TreeHopRetriever and method.keywords["search"].keywords["ckpt"] is None
     retriever = instantiate(cfg.retriever)
     assert retriever.func is TreeHopRetriever and callable(retriever.keywords["dense"])
 
 
 def test_table_script_computes_micro_recall_from_the_stats():
-    spec = importlib.util.spec_from_file_location("eval_treehop", PROJECT_ROOT / "scripts" / "eval_treehop.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("runs/eval_treehop.py")
     metrics = {"method/gold": 2.0, "method/direct@5/hop1/hits": 1.0, "method/direct@5/hop1/recall": 0.6,
                "method/direct@5/hop1/k": 5.0, "method/direct@5/hop1/seconds": 0.01}  # fmt: skip
     row = script.table(metrics).splitlines()[-1]
@@ -114,9 +115,7 @@ def test_table_script_computes_micro_recall_from_the_stats():
 
 
 def test_table_script_compares_each_hop_with_direct_top_10_question_by_question():
-    spec = importlib.util.spec_from_file_location("eval_treehop", PROJECT_ROOT / "scripts" / "eval_treehop.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("runs/eval_treehop.py")
     # 4 questions with 2 gold titles each: treehop finds one more title than direct@10 on the first question only
     records = [{"gold": 2.0, "direct@10/hop1/hits": 1.0, "treehop@5/hop2/hits": 2.0 if i == 0 else 1.0} for i in range(4)]
     lines = script.paired(records, "direct@10").splitlines()

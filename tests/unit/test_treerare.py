@@ -4,6 +4,7 @@ retriever that makes passages from the query string and parse trees given as bra
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pytest
 
@@ -15,7 +16,14 @@ from hoprag.methods.tree_retrieval import TreeRetrievalMethod
 from hoprag.methods.treerare import TreeRare
 from hoprag.retrieval import Hit, Retriever
 from hoprag.retrieval.rerankers import NoReranker, Reranker
-from hoprag.search.treerare import SyntaxTree, final_answer, from_bracketed, parse_queries
+from hoprag.search.treerare import (
+    SyntaxTree,
+    TreeRareSearch,
+    TreeRetrieval,
+    final_answer,
+    from_bracketed,
+    parse_queries,
+)
 from hoprag.search.treerare.traversal import ordered_context
 
 DEAR_JOHN = "Who sang the theme music for the television show Dear John ?"
@@ -96,9 +104,9 @@ def scripted(**kwargs) -> ScriptedLLM:
 
 
 def build(llm=None, retriever=None, parser=None, **kwargs) -> TreeRare:
-    search = {"k": kwargs.pop("k", 2), **kwargs.pop("search", {})}
-    return TreeRare(llm or scripted(), retriever or StubRetriever(), {"ct": parser or BracketParser()}, tree="ct",
-                    search=search, **kwargs)  # fmt: skip
+    search = partial(TreeRareSearch, **{"k": kwargs.pop("k", 2), **kwargs.pop("search", {})})
+    return TreeRare(llm or scripted(), retriever or StubRetriever(), {"ct": parser or BracketParser()}, search,
+                    tree="ct", **kwargs)  # fmt: skip
 
 
 def ask(method, questions=(DEAR_JOHN,)):
@@ -304,7 +312,7 @@ def test_the_other_ablations_cut_exactly_their_module():
     assert costs[0].llm_calls == 1 and costs[0].retrieval_calls == out.stats["processed_nodes"]
 
     llm = scripted()
-    (out,), costs = ask(build(llm, StubRetriever(), use_tree=False))  # CoT only
+    (out,), costs = ask(build(llm, StubRetriever(), search={"use_tree": False}))  # CoT only
     assert costs[0].llm_calls == 1 and costs[0].retrieval_calls == 0 and out.retrieved == []
     assert "Documents:\n(none yet)" in llm.calls[0].texts[0]
 
@@ -341,7 +349,8 @@ class ReverseReranker(Reranker):
 
 def test_tree_retrieval_reranks_subtree_passages_against_the_question_and_keeps_at_most_15_without_llm():
     llm, retriever, reranker = scripted(), StubRetriever(), ReverseReranker()
-    method = TreeRetrievalMethod(llm, retriever, {"ct": BracketParser()}, reranker, tree="ct", k=10, keep=15)
+    search = partial(TreeRetrieval, reranker=reranker, k=10, keep=15)
+    method = TreeRetrievalMethod(llm, retriever, {"ct": BracketParser()}, search, tree="ct")
     (out,), costs = ask(method)
     assert not llm.calls and costs[0].llm_calls == 0 and out.prediction == ""
     assert set(reranker.asked) == {DEAR_JOHN} and len(out.retrieved) == 15
@@ -350,8 +359,8 @@ def test_tree_retrieval_reranks_subtree_passages_against_the_question_and_keeps_
     assert ids == sorted(ids, reverse=True)  # the reranker's order
     # the root's candidates include its subtree's (children carry theirs upward)
     assert any(i.startswith("the theme music#") for i in ids) or any(i.startswith("the television") for i in ids)
-    method = TreeRetrievalMethod(llm, StubRetriever(), {"ct": BracketParser()}, NoReranker(), tree="ct",
-                                 generate=True)  # fmt: skip
+    search = partial(TreeRetrieval, reranker=NoReranker())
+    method = TreeRetrievalMethod(llm, StubRetriever(), {"ct": BracketParser()}, search, tree="ct", generate=True)
     (out,), costs = ask(method)
     assert out.prediction == "Simply Red." and costs[0].llm_calls == 1
     assert llm.calls[-1].texts[0].count("#context:") == 15
@@ -363,4 +372,4 @@ def test_an_unknown_tree_kind_or_task_is_refused_at_construction():
     with pytest.raises(ValueError, match="task must be one of"):
         build(task="multi-hop")
     with pytest.raises(ValueError, match="tree must be one of"):
-        TreeRetrievalMethod(scripted(), StubRetriever(), {"ct": BracketParser()}, NoReranker(), tree="dt")
+        TreeRetrievalMethod(scripted(), StubRetriever(), {"ct": BracketParser()}, TreeRetrieval, tree="dt")

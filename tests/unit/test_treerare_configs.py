@@ -15,12 +15,13 @@ def build(cfg):
 
 
 def test_treerare_defaults_to_bm25_a_dependency_tree_and_the_papers_k_and_query_count(compose_cfg):
-    cfg = compose_cfg("eval", ["+method=treerare"])
-    assert cfg.retriever._target_.endswith("BM25Retriever") and cfg.tree == "dt" and cfg.task == "multihop"
+    cfg = compose_cfg("eval", ["+experiment=treerare"])
+    assert cfg.retriever._target_.endswith("BM25Retriever")
+    assert cfg.method.tree == "dt" and cfg.method.task == "multihop"
     method = build(cfg)
     assert isinstance(method, TreeRare) and method.search.k == 15 and method.search.max_queries == 3
     assert type(method.search.parser).__name__ == "DependencyParser"
-    cfg = compose_cfg("eval", ["+method=treerare", "tree=ct", "task=ambiguous"])
+    cfg = compose_cfg("eval", ["+experiment=treerare", "method.tree=ct", "method.task=ambiguous"])
     method = build(cfg)
     assert type(method.search.parser).__name__ == "ConstituencyParser" and method.search.max_queries == 5
 
@@ -50,11 +51,12 @@ def test_the_paper_preset_turns_the_small_model_aid_off_and_allows_1024_tokens(c
 
 
 def test_tree_retrieval_composes_with_each_reranker(compose_cfg):
-    cfg = compose_cfg("eval", ["+method=tree_retrieval"])
+    cfg = compose_cfg("eval", ["+experiment=tree_retrieval"])
+    assert cfg.retriever._target_.endswith("BM25Retriever") and list(cfg.metrics.ks) == [5, 15]
     method = build(cfg)
     assert isinstance(method, TreeRetrievalMethod) and isinstance(method.search.reranker, EmbeddingReranker)
     assert (method.search.k, method.search.keep, method.generate) == (10, 15, False)
-    method = build(compose_cfg("eval", ["+method=tree_retrieval", "reranker=none"]))
+    method = build(compose_cfg("eval", ["+experiment=tree_retrieval", "reranker@method.search.reranker=none"]))
     assert isinstance(method.search.reranker, NoReranker)
-    cfg = compose_cfg("eval", ["+method=tree_retrieval", "reranker=cross_encoder"])
-    assert cfg.method.reranker.model == "cross-encoder/ms-marco-MiniLM-L-12-v2"
+    cfg = compose_cfg("eval", ["+experiment=tree_retrieval", "reranker@method.search.reranker=cross_encoder"])
+    assert cfg.method.search.reranker.model == "cross-encoder/ms-marco-MiniLM-L-12-v2"

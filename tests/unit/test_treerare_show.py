@@ -1,11 +1,11 @@
-"""TreeRare's tree view (`hoprag.search.treerare.show`) and `scripts/show_treerare.py` on a runner-written run,
+"""TreeRare's tree view (`hoprag.search.treerare.show`) and `scripts/runs/show_treerare.py` on a runner-written run,
 in the mock world of test_treerare.py (scripted LLM, stub retriever, bracketed parses)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
+from functools import partial
 
 import pytest
 
@@ -14,9 +14,10 @@ from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
 from hoprag.methods.tree_retrieval import TreeRetrievalMethod
 from hoprag.metrics import MetricSuite
-from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval.rerankers import NoReranker
+from hoprag.search.treerare import TreeRetrieval
 from hoprag.search.treerare.show import format_tree
+from tests.scripts import load_script
 from tests.unit.test_treerare import (
     ARTHUR,
     DEAR_JOHN,
@@ -34,10 +35,7 @@ NODE_LINE = re.compile(r"^(?P<indent>[│├└─ ]*)\[(?P<label>\S+) h(?P<heig
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("show_treerare", PROJECT_ROOT / "scripts" / "show_treerare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("runs/show_treerare.py")
 
 
 def depths(nodes) -> dict[int, int]:
@@ -150,7 +148,8 @@ def test_the_script_prints_each_question_its_tree_and_the_runs_treerare_metrics(
 
 
 def test_a_retrieval_only_run_shows_its_trees_without_answer_scores(tmp_path, capsys):
-    method = TreeRetrievalMethod(scripted(), StubRetriever(), {"ct": BracketParser()}, NoReranker(), tree="ct")
+    search = partial(TreeRetrieval, reranker=NoReranker())
+    method = TreeRetrievalMethod(scripted(), StubRetriever(), {"ct": BracketParser()}, search, tree="ct")
     run(method, [QAExample("0", DEAR_JOHN, ["Simply Red"])], tmp_path, suite=MetricSuite(ks=[15]))
     script().main([str(tmp_path)])
     printed = capsys.readouterr().out

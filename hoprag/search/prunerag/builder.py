@@ -19,8 +19,9 @@ from functools import partial
 from typing import Any
 
 from hoprag.cost import Cost
-from hoprag.llm.base import LLM, Generation
+from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ContextPrompt, PassageFormat
+from hoprag.llm.types import Generation
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.parsing import (
     ACTIONS,
@@ -112,7 +113,7 @@ class PruneTreeBuilder:
         if k < 1 or max_depth < 1 or branching < 1:
             raise ValueError(f"k, max_depth and branching must be positive (got {k}, {max_depth}, {branching})")
         if max_nodes < 1:
-            raise ValueError(f"method.max_nodes must be at least 1 (nodes a question's tree), got {max_nodes}")
+            raise ValueError(f"method.builder.max_nodes must be at least 1 (nodes a question's tree), got {max_nodes}")
         self.llm, self.retriever = llm, retriever
         self.k, self.max_depth, self.threshold, self.strict = k, max_depth, threshold, strict_threshold
         self.use_confidence = use_confidence

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hoprag.llm.base import Generation
+from hoprag.llm.types import Generation
 
 ANSWER, DECOMPOSITION, ENTITY = "answer", "decomposition", "entity"
 ACTIONS = (ANSWER, DECOMPOSITION, ENTITY)

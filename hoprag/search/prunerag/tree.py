@@ -110,7 +110,7 @@ def tree_stats(root: Node) -> dict[str, float]:
 
 
 def format_tree(tree: Mapping[str, Any], width: int = 110, outputs: bool = False) -> str:
-    """A readable, indented view of a `Node.to_dict()` record (for the demo and `scripts/show_trees.py`)."""
+    """A readable, indented view of a `Node.to_dict()` record (for the demo and `scripts/runs/show_trees.py`)."""
     lines: list[str] = []
 
     def cut(line: str) -> str:

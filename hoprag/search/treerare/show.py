@@ -1,4 +1,4 @@
-"""A readable view of one TreeRare (or Tree-Retrieval) trace tree, for `scripts/show_treerare.py`.
+"""A readable view of one TreeRare (or Tree-Retrieval) trace tree, for `scripts/runs/show_treerare.py`.
 
 The trace keeps the processed nodes in post-order (`QuestionTree.to_dict()`: children before parents, the
 root last, children as indices into the list), which is how the traversal runs but not how a tree reads; the

@@ -6,7 +6,7 @@ height is one more than its highest kept child's, so processing all nodes of hei
 every child before its parent while all questions of a batch share each step: per level one QG call, one
 batched search and one SAG call (`hoprag.search.steps`), about 2 × height LLM calls for the whole batch.
 `batching="node"` runs the same algorithm one node at a time in post-order (2 × nodes calls a question),
-kept to measure what batching buys (scripts/bench_treerare.py). Each question's own calls, tokens, searches
+kept to measure what batching buys (scripts/bench/bench_treerare.py). Each question's own calls, tokens, searches
 and passages are charged to its cost record either way.
 
 The Table 3 ablations are switches: `query_generation=False` queries BM25 with the phrase itself (w/o QG),

@@ -1,0 +1,93 @@
+"""Build the retrieval index of one corpus, as its own entry point (DPR/FlashRAG style).
+
+    python build_index.py data=hotpotqa retriever=dense [embedder=bge_m3] [index=hnsw] [force=true]
+    python build_index.py corpus=wiki18/wiki18.jsonl retriever=dense embedder=e5_base index=ivfpq \
+        [shard=i/n | merge=true] [shards.size=100000] [shards.dtype=float16]
+
+The index is cached under `paths.index_dir`, one directory per corpus fingerprint and per digest of what
+decides the index (embedder with its passage template, index type; BM25 parameters), exactly where the
+retrievers look; running this again is a no-op unless the corpus or the configuration changed (a new
+directory beside the old), or `force=true`. Dense indexes are encoded in shards on disk
+(`hoprag.retrieval.shards`): a killed build resumes at the first missing shard, `shard=i/n` encodes only
+worker i's share (one process per GPU or machine) and `merge=true` then builds the index from all shards.
+Each shard is stamped (embedder, template, corpus, rows, dtype, byte lengths, checksums): a resumed build
+rebuilds a short or foreign shard, and `merge=true` refuses one, naming the shard and the differing key.
+`corpus=<FlashRAG JSONL>` streams a corpus file instead of holding the dataset's corpus in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import hydra
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from hoprag.config import check_config, register_resolvers
+from hoprag.data.fetch import ensure_file
+from hoprag.paths import data_root
+from hoprag.retrieval.shards import BuildResult, CorpusFile, PassageList, build_bm25, build_dense, parse_worker
+
+log = logging.getLogger(__name__)
+register_resolvers()
+
+DENSE = "hoprag.retrieval.DenseRetriever"
+BM25 = "hoprag.retrieval.BM25Retriever"
+STATES = {"cached": "already in cache", "built": "built", "encoded": "encoded (this worker's shards)"}
+
+
+def index_parts(retriever: DictConfig) -> Iterator[DictConfig]:
+    """The dense and BM25 retriever configs inside a retriever config (itself, or RRF's / TreeHop's parts)."""
+    if retriever.get("_target_") in (DENSE, BM25):
+        yield retriever
+        return
+    for value in retriever.values():
+        if isinstance(value, DictConfig):
+            yield from index_parts(value)
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="build_index")
+def main(cfg: DictConfig) -> None:
+    check_config(cfg)
+    if cfg.corpus is not None:
+        corpus = CorpusFile(ensure_file(cfg.corpus, data_root(cfg.paths.data_dir)))
+        log.info("corpus file %s (streamed)", corpus.path)
+    else:
+        dataset = instantiate(cfg.data)
+        passages = dataset.corpus()
+        log.info("corpus of %s: %d passages", dataset.name, len(passages))
+        corpus = PassageList(passages)
+    worker = parse_worker(cfg.shard)
+    for part in index_parts(cfg.retriever):
+        if part._target_ == DENSE:
+            name = "DenseRetriever"
+            result = build_dense(
+                corpus,
+                instantiate(part.embedder),
+                part.cache_dir,
+                part.index,
+                shard_size=cfg.shards.size,
+                dtype=cfg.shards.dtype,
+                worker=worker,
+                merge=cfg.merge,
+                force=cfg.force,
+                batch_size=part.batch_size,
+            )
+        elif worker is not None:
+            log.info("BM25 is built in one process: run it without shard=i/n")
+            continue
+        else:
+            settings = {key: part[key] for key in ("k1", "b", "method", "stemmer")}
+            name, result = "BM25Retriever", build_bm25(corpus, part.cache_dir, force=cfg.force, **settings)
+        report(name, result)
+
+
+def report(name: str, result: BuildResult) -> None:
+    log.info("%s index %s (%s; build %.1f s)", name, STATES[result.state], result.index_dir, result.build_seconds)
+    if result.missing_shards:
+        log.info("%d shards still missing before merge=true can run", result.missing_shards)
+
+
+if __name__ == "__main__":
+    main()

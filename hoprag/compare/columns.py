@@ -1,0 +1,76 @@
+"""The column catalogue: which metrics.json figures a table shows, in which order and scale, and which
+per-question figure pairs each for the significance tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hoprag.compare.groups import Group
+from hoprag.compare.runs import RECALL
+
+SECONDS = "cost/mean/seconds/total"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its key in metrics.json, the matching per-question figure (None: not paired-testable),
+    its header, decimals, and the factor from the per-question figure to the metrics.json scale. A micro
+    average (Σ hits / Σ gold) names its `denominator` figure: the test then divides each side's figures by
+    the mean of that side's own denominator over the shared questions, which makes the mean of its scaled
+    figures its own micro average (two runs may count a question's gold apart, e.g. by another match rule)."""
+
+    key: str
+    per_question: str | None
+    header: str
+    digits: int
+    scale: float = 1.0
+    denominator: str | None = None
+
+
+QUALITY = (
+    Column("em", "em", "EM", 1, 100.0),
+    Column("f1", "f1", "F1", 1, 100.0),
+    Column("acc", "acc", "Acc", 1, 100.0),
+)
+
+LATE_QUALITY = (
+    Column("efr", None, "EFR", 1),
+    Column("crag/acc", "crag/acc", "CRAG acc", 1, 100.0),
+    Column("crag/score", "crag/score", "CRAG score", 1, 100.0),
+)
+
+TRAIN = (
+    Column("initial", None, "before training", 2),
+    Column("best", None, "best", 2),
+    Column("best_epoch", None, "best epoch", 1),
+    Column("last", None, "last", 2),
+    Column("epochs", None, "epochs", 1),
+)
+
+COST = (
+    Column("cost/mean/llm_calls", "llm_calls", "LLM calls", 2),
+    Column("cost/mean/prompt_tokens", "prompt_tokens", "prompt tok", 1),
+    Column("cost/mean/completion_tokens", "completion_tokens", "compl. tok", 1),
+    Column("cost/mean/retrieval_calls", "retrieval_calls", "retrievals", 2),
+    Column("cost/mean/passages_read", "passages_read", "passages", 1),
+    Column(SECONDS, "seconds", "s/question", 3),
+)
+
+
+def table_columns(groups: Sequence[Group]) -> list[Column]:
+    """The quality and cost columns that at least one run reports nonzero (a retrieval-only run's F1 and LLM
+    calls are 0 and say nothing; time is always shown), recall metrics in the order runs list them."""
+    present = dict.fromkeys(k for g in groups for r in g.runs for k, v in r.metrics.items() if v or k == SECONDS)
+    recall = [_recall_column(k) for k in present if RECALL.match(k)]
+    return [c for c in (*QUALITY, *recall, *LATE_QUALITY, *COST) if c.key in present]
+
+
+def _recall_column(key: str) -> Column:
+    """Answer recall is a mean over questions; passage recall is micro: Σ hits / Σ gold (see `Column`)."""
+    kind, at = RECALL.match(key).groups()  # type: ignore[union-attr]
+    at = at or ""
+    header = key.removeprefix("retrieval/")
+    if kind == "answer":
+        return Column(key, f"answer_recall{at}", header, 1, 100.0)
+    return Column(key, f"passage_hits{at}", header, 1, 100.0, denominator="passage_gold")

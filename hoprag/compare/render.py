@@ -1,0 +1,141 @@
+"""A comparison as text: the rows of the eval, train and significance tables (as the CSV files hold them),
+their cells as shown, and the markdown report; `page` renders the same rows as HTML."""
+
+from __future__ import annotations
+
+import statistics
+
+from hoprag.compare.columns import TRAIN, Column
+from hoprag.compare.comparison import Comparison
+from hoprag.compare.groups import Group
+
+
+def _cell(values: list[float], digits: int) -> tuple[str, str]:
+    """(mean, std) as text; std is "" for one value, and both are "" when no run reports the metric."""
+    if not values:
+        return "", ""
+    mean = f"{statistics.fmean(values):.{digits}f}"
+    return mean, (f"{statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+
+
+def _n(group: Group) -> str:
+    ns = sorted({int(r.metrics.get("n", r.info.get("n", 0))) for r in group.runs})
+    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+
+
+def table_rows(comparison: Comparison) -> list[dict[str, str]]:
+    """One row per group: run, runs, n, then every column's mean and `<key>_std` (as CSV writes them)."""
+    rows = []
+    for g in comparison.groups:
+        row = {"run": g.name, "runs": str(len(g.runs)), "n": _n(g)}
+        for c in comparison.columns:
+            row[c.key], row[f"{c.key}_std"] = _cell(g.values(c.key), c.digits)
+        rows.append(row)
+    return rows
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def cell_text(row: dict[str, str], column: Column) -> str:
+    """A table cell as shown: mean ± std, the mean alone for one run, "–" when no run reports it."""
+    return f"{row[column.key]} ± {row[column.key + '_std']}" if row[column.key + "_std"] else row[column.key] or "–"
+
+
+def table_header(comparison: Comparison) -> list[str]:
+    seeded = any(len(g.runs) > 1 for g in comparison.groups)
+    return ["run", *(["runs"] if seeded else []), "n", *(c.header for c in comparison.columns)]
+
+
+def table_cells(comparison: Comparison) -> list[list[str]]:
+    seeded = any(len(g.runs) > 1 for g in comparison.groups)
+    return [[row["run"], *([row["runs"]] if seeded else []), row["n"], *(cell_text(row, c) for c in comparison.columns)]
+            for row in table_rows(comparison)]  # fmt: skip
+
+
+def markdown_table(comparison: Comparison) -> str:
+    return _markdown(table_header(comparison), table_cells(comparison))
+
+
+TRAIN_NOTE = "Train runs are not paired-tested: their logs hold no per-question scores."
+
+
+def train_columns(comparison: Comparison) -> list[Column]:
+    return [c for c in TRAIN if any(c.key in r.metrics for g in comparison.train for r in g.runs)]
+
+
+def train_rows(comparison: Comparison) -> list[dict[str, str]]:
+    """One row per train group: run, runs, the monitored metric and its mode, then each figure's mean and std."""
+    rows = []
+    for g in comparison.train:
+        monitors = dict.fromkeys(f"{r.monitor} ({r.mode})" for r in g.runs)
+        row = {"run": g.name, "runs": str(len(g.runs)), "metric": ", ".join(monitors)}
+        for c in train_columns(comparison):
+            row[c.key], row[f"{c.key}_std"] = _cell(g.values(c.key), c.digits)
+        rows.append(row)
+    return rows
+
+
+def train_header(comparison: Comparison) -> list[str]:
+    return ["run", "runs", "metric", *(c.header for c in train_columns(comparison))]
+
+
+def train_cells(comparison: Comparison) -> list[list[str]]:
+    columns = train_columns(comparison)
+    return [[r["run"], r["runs"], r["metric"], *(cell_text(r, c) for c in columns)] for r in train_rows(comparison)]
+
+
+def significance_rows(comparison: Comparison) -> list[dict[str, str]]:
+    rows = []
+    for s in comparison.significance:
+        t, d = s.test, s.column.digits + 1
+        rows.append({
+            "run": s.run, "metric": s.column.key, "shared": str(t.n),
+            "baseline": f"{t.mean_a:.{d}f}", "value": f"{t.mean_b:.{d}f}", "diff": f"{t.diff:+.{d}f}",
+            "ci_low": f"{t.ci_low:+.{d}f}", "ci_high": f"{t.ci_high:+.{d}f}", "p": f"{t.p:.4f}",
+        })  # fmt: skip
+    return rows
+
+
+TABLE_NOTE = "Each row holds its runs' own metrics.json figures, over their own n questions."
+
+
+def significance_intro(comparison: Comparison, baseline: str) -> str:
+    """What the paired tests compare, and over how many questions (`baseline`: the name as the page shows it)."""
+    level = round(100 * comparison.significance[0].test.level)
+    ns = sorted({s.test.n for s in comparison.significance})
+    over = f"the {ns[0]} shared questions" if len(ns) == 1 else "the shared questions (column shared)"
+    return (f"Paired against the baseline {baseline} over {over}, those both answered alike (same id, question "
+            "text and golds); each side's value is its mean over them, from its own records: bootstrap "
+            f"{level}% CI of the difference and sign-flip permutation p "
+            f"({comparison.resamples} resamples).")  # fmt: skip
+
+
+def significance_header(comparison: Comparison) -> list[str]:
+    level = round(100 * comparison.significance[0].test.level)
+    return ["run", "metric", "shared", "baseline on shared", "run on shared", "Δ", f"{level}% CI", "p"]
+
+
+def significance_cells(comparison: Comparison) -> list[list[str]]:
+    rows = zip(comparison.significance, significance_rows(comparison))
+    return [[r["run"], s.column.header, r["shared"], r["baseline"], r["value"], r["diff"],
+             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]] for s, r in rows]  # fmt: skip
+
+
+def markdown_significance(comparison: Comparison) -> str:
+    if not comparison.significance:
+        return f"(no run to test against the baseline {comparison.baseline.name!r})"
+    intro = significance_intro(comparison, f"`{comparison.baseline.name}`")
+    return intro + "\n\n" + _markdown(significance_header(comparison), significance_cells(comparison))
+
+
+def report(comparison: Comparison) -> str:
+    parts = [TABLE_NOTE, markdown_table(comparison), markdown_significance(comparison)] if comparison.groups else []
+    parts = [*(f"**Note.** {n}" for n in comparison.notes), *parts]
+    if comparison.train:
+        parts += ["Train runs: the monitored metric's best value, its epoch, and the last value. " + TRAIN_NOTE,
+                  _markdown(train_header(comparison), train_cells(comparison))]  # fmt: skip
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,45 @@
+"""Where a cached index lives: one directory per corpus fingerprint and per digest of the settings that
+decide the index. The retrievers load from these directories and `hoprag.retrieval.shards` builds into
+them, so both name them here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hoprag.retrieval.embedders import Embedder
+from hoprag.retrieval.manifest import settings_digest, slug
+
+DEFAULT_INDEX = {
+    "factory": "Flat",
+    "ef_search": None,
+    "nprobe": None,
+    "use_gpu": "auto",
+    "chunk_size": 2048,
+    "train_size": 100_000,
+    "save_embeddings": False,
+}
+
+
+def _index_dir(cache_dir: str | None, kind: str, identity: Mapping[str, Any], *name: str) -> Path | None:
+    """`<cache_dir>/<kind>/<name parts>-<digest of identity>`. `identity` holds everything that decides the
+    index (what its manifest is checked against), so two passage templates or embedders of one name get
+    two directories side by side; the readable name parts are only for people listing the cache."""
+    if cache_dir is None:
+        return None
+    return Path(cache_dir).expanduser() / kind / "-".join([*name, settings_digest(identity)])
+
+
+def dense_index_dir(cache_dir: str | None, embedder: Embedder, fingerprint: str, factory: str) -> Path | None:
+    """Where the dense index of (corpus, embedder, factory) lives; its identity holds the fields
+    DenseIndex.load checks, so the directory name and the manifest check agree."""
+    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
+    return _index_dir(cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory))
+
+
+def bm25_index_dir(cache_dir: str | None, fingerprint: str, settings: Mapping[str, Any]) -> Path | None:
+    """Where the BM25 index of (corpus, settings) lives; its identity is what BM25Index.load checks."""
+    identity = {**settings, "corpus_fingerprint": fingerprint}
+    return _index_dir(cache_dir, "bm25", identity, fingerprint[:16], slug(settings["method"]))

@@ -1,6 +1,0 @@
-"""PruningRAG's mock-API knowledge source over the official CRAG mock API server (spec/pruningrag.md §6.2)."""
-
-from hoprag.routers.sources.api.client import MockAPIClient, MockAPIError
-from hoprag.routers.sources.api.source import APISource, APITrace
-
-__all__ = ["APISource", "APITrace", "MockAPIClient", "MockAPIError"]

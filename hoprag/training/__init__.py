@@ -1,0 +1,9 @@
+"""What the trainers share, and what their exports share (a foundation: it imports no method code).
+
+`budget` the wall-clock budget (a Lightning callback: the share of the budget spent, the stop, the learning-rate
+schedule annealed to it); `sampler` length-grouped batches; `splits` context-disjoint training / evaluation
+splits and the leak check every trained model runs; `exports` what an export records (`router.json`, the
+questions it was trained on); `classifier` the frozen embedder + linear head that a classifier export serves
+(router letters, CRAG domains). Submodules are imported directly (`hoprag.training.budget`), so that no one of
+them pulls in another's dependencies.
+"""

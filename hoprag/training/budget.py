@@ -1,0 +1,67 @@
+"""A wall-clock training budget (`train_minutes`) as one Lightning callback, for CPU runs of predictable length.
+
+The callback stops training once the budget is spent (Lightning then validates the final weights) and gives
+the learning-rate schedule its progress: the larger of the step share and the budget share, so that a timed
+run warms up and anneals to 0 within its budget, and an untimed one by its last step. A module builds it from
+its `train_minutes` hyperparameter and returns it from `configure_callbacks`; the config keys stay the module's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+
+
+def warmup_cosine(progress: float, warmup: float, total: int) -> float:
+    """Linear warm-up over the first `warmup` of training, then a cosine to 0 (the LoRA router's schedule)."""
+    if warmup and progress < warmup:
+        return (progress + 1 / total) / warmup
+    return 0.5 * (1.0 + math.cos(math.pi * (progress - warmup) / (1.0 - warmup)))
+
+
+def warmup_linear(progress: float, warmup: float, total: int) -> float:
+    """Linear warm-up over the first `warmup` of training, then a linear decay to 0 (the NLI verifier's)."""
+    return min(1.0, (progress + 1 / total) / warmup if warmup else 1.0) * max(0.0, 1.0 - progress)
+
+
+SHAPES: dict[str, Callable[[float, float, int], float]] = {"cosine": warmup_cosine, "linear": warmup_linear}
+
+
+class WallClockBudget(L.Callback):
+    """Stops training after `minutes` of it (None: no budget) and tells the schedule how far training is."""
+
+    def __init__(self, minutes: float | None = None) -> None:
+        self.minutes = minutes
+        self.started: float | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = time.monotonic()
+
+    def fraction(self) -> float:
+        """Share of the budget used so far (0 without a budget, or before training starts)."""
+        if not self.minutes or self.started is None:
+            return 0.0
+        return (time.monotonic() - self.started) / (60 * self.minutes)
+
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+        # checked once a step, after its forward pass: the budget is spent, so Lightning validates and stops
+        if self.fraction() >= 1.0:
+            trainer.should_stop = True
+
+    def progress(self, step: int, total: int) -> float:
+        """How far training is, in [0, 1]: the larger of the step share and the budget share."""
+        return min(1.0, max(step / total, self.fraction()))
+
+    def schedule(self, optimizer: torch.optim.Optimizer, total: int, warmup: float, shape: str) -> dict[str, Any]:
+        """A per-step `LambdaLR` of `SHAPES[shape]` over `progress`, as `configure_optimizers` returns it."""
+        curve = SHAPES[shape]
+
+        def factor(step: int) -> float:
+            return curve(self.progress(step, total), warmup, total)
+
+        return {"scheduler": torch.optim.lr_scheduler.LambdaLR(optimizer, factor), "interval": "step"}
