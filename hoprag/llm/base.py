@@ -38,6 +38,9 @@ class LLM:
     they count tokens (`count_tokens`, `prompt_token_count`)."""
 
     name: str = "llm"
+    # whether `SamplingParams.candidates` and `keep_special_tokens` are honoured: backends that read the
+    # model's own distribution and tokens (in process); a served model's API does not expose them
+    candidate_logprobs: bool = False
 
     def __init__(
         self,
@@ -55,9 +58,10 @@ class LLM:
             self.cache = GenerationCache(generation_cache)
 
     def missing_capabilities(self, needs: Iterable[str]) -> list[str]:
-        """Which of `needs` ("logprobs", "n", "prefill") this backend cannot provide: none in process;
-        a served model's backend asks its server (see `OpenAICompatLLM.capabilities`)."""
-        return []
+        """Which of `needs` ("logprobs", "n", "prefill", "candidate_logprobs") this backend cannot provide:
+        in process, only candidate log-probs where the backend lacks them; a served model's backend asks its
+        server (see `OpenAICompatLLM.capabilities`)."""
+        return [need for need in needs if need == "candidate_logprobs" and not self.candidate_logprobs]
 
     def identity(self) -> str:
         """What, besides the prompt and the sampling parameters, decides the output: the generation
@@ -125,6 +129,11 @@ class LLM:
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         params = replace(params or self.default, **overrides)
+        if (params.candidates or params.keep_special_tokens) and not self.candidate_logprobs:
+            raise ValueError(
+                f"{self.name} ({type(self).__name__}) cannot score candidate tokens or keep special tokens "
+                "(SamplingParams.candidates / keep_special_tokens): use an in-process backend (llm=hf or llm=vllm)"
+            )
         if not prompts:
             return []
         fits = [self.fit(p) for p in prompts]

@@ -23,11 +23,14 @@ from hoprag.llm.types import Generation, SamplingParams
 # Bumped whenever what a cached Generation holds changes meaning (2: completion tokens exclude the end token),
 # so entries written under the old rule are never served under the new one.
 FORMAT = 2
+# SamplingParams fields added since FORMAT 2: keyed only when set, so the entries written before stay valid
+LATER_FIELDS = {"candidates": (), "keep_special_tokens": False}
 
 
 def request_key(identity: str, prompt: Prompt, params: SamplingParams) -> str:
     prompt_json = prompt if isinstance(prompt, str) else [dict(m) for m in prompt]
-    request = {"llm": identity, "prompt": prompt_json, "params": dataclasses.asdict(params), "format": FORMAT}
+    fields = {k: v for k, v in dataclasses.asdict(params).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+    request = {"llm": identity, "prompt": prompt_json, "params": fields, "format": FORMAT}
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
@@ -75,8 +78,12 @@ def _encode(generations: list[Generation]) -> str:
 
 def _decode(value: str) -> list[Generation]:
     def one(record: dict[str, Any]) -> Generation:
-        logprobs = record["logprobs"]
-        record |= {"tokens": tuple(record["tokens"]), "logprobs": None if logprobs is None else tuple(logprobs)}
+        logprobs, candidates = record["logprobs"], record.get("candidate_logprobs")
+        record |= {
+            "tokens": tuple(record["tokens"]),
+            "logprobs": None if logprobs is None else tuple(logprobs),
+            "candidate_logprobs": None if candidates is None else tuple(candidates),
+        }
         return Generation(**record)
 
     return [one(r) for r in json.loads(value)]

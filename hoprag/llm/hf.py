@@ -75,6 +75,8 @@ class HFLLM(LLM):
             and run records tell the tuned model from the base, and from an adapter retrained in place.
     """
 
+    candidate_logprobs = True  # every candidate of the vocabulary is scored from the raw distribution
+
     def __init__(
         self,
         model: str = DEFAULT_MODEL,

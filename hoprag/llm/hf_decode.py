@@ -82,11 +82,17 @@ class Decoder:
         rows = len(batch) * n
         generated: list[list[int]] = [[] for _ in range(rows)]
         logprobs: list[list[float]] = [[] for _ in range(rows)]
+        scored = self.candidate_ids(params.candidates)
+        candidates: list[list[dict[str, float]]] = [[] for _ in range(rows)]
         active = list(range(rows))  # sample rows still generating, in cache order
         for step in range(params.max_new_tokens):
             logits = logits.float()
             chosen = choose(logits, params, [generators[row // n] for row in active])
-            chosen_lp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None]).squeeze(1)
+            all_lp = torch.log_softmax(logits, dim=-1)
+            chosen_lp = all_lp.gather(1, chosen[:, None]).squeeze(1)
+            if scored:
+                for row, values in zip(active, all_lp[:, list(scored.values())].tolist()):
+                    candidates[row].append(dict(zip(scored, values)))
             keep = []
             for j, (row, t, lp) in enumerate(zip(active, chosen.tolist(), chosen_lp.tolist())):
                 generated[row].append(t)
@@ -113,10 +119,22 @@ class Decoder:
                 logits_to_keep=1,
             )
             cache, logits, positions = out.past_key_values, out.logits[:, -1, :], positions + 1
+        asked = bool(params.candidates)
         return [
-            [self.finish(generated[r], logprobs[r], params.stop, len(x)) for r in range(i * n, (i + 1) * n)]
+            [
+                self.finish(generated[r], logprobs[r], params.stop, len(x), candidates[r] if asked else None,
+                            params.keep_special_tokens)
+                for r in range(i * n, (i + 1) * n)
+            ]
             for i, x in enumerate(batch)
-        ]
+        ]  # fmt: skip
+
+    def candidate_ids(self, candidates: Sequence[str]) -> dict[str, int]:
+        """The vocabulary id of each candidate that is one token (as `convert_tokens_to_ids` spells it,
+        added tokens included); the others cannot be scored and are left out."""
+        tok = self.tokenizer
+        ids = {c: tok.convert_tokens_to_ids(c) for c in candidates}
+        return {c: i for c, i in ids.items() if i is not None and i != tok.unk_token_id}
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -128,7 +146,13 @@ class Decoder:
         return ids
 
     def finish(
-        self, ids: list[int], logprobs: list[float], stop: Sequence[str], prompt_tokens: int
+        self,
+        ids: list[int],
+        logprobs: list[float],
+        stop: Sequence[str],
+        prompt_tokens: int,
+        candidates: list[dict[str, float]] | None = None,
+        keep_special_tokens: bool = False,
     ) -> Generation:
         """One sample's Generation from the ids it generated (EOS or the stop-completing token last)."""
         tok = self.tokenizer
@@ -137,7 +161,7 @@ class Decoder:
         content = ids if end is None else ids[:end]
 
         def decode(k: int) -> str:
-            return tok.decode(content[:k], skip_special_tokens=True)
+            return tok.decode(content[:k], skip_special_tokens=not keep_special_tokens)
 
         text = decode(len(content))
         kept, stopped = cut_at_stop(text, stop)
@@ -159,6 +183,7 @@ class Decoder:
             prompt_tokens=prompt_tokens,
             completion_tokens=generated,
             finish_reason=finish,
+            candidate_logprobs=None if candidates is None else tuple(candidates[:keep]),
         )
 
 def choose(logits: Any, params: SamplingParams, generators: list[Any]) -> Any:

@@ -13,6 +13,12 @@ of the rendered prompt returning either. Tokens are the whitespace-split words o
 with the rule's log-prob (one float for every token, or one per token). Stop strings and
 `max_new_tokens` cut text and tokens as `HFLLM` does; nothing is random, so every run is identical. `delay` sleeps once per batched call (to measure framework overhead against a fixed
 "model time").
+
+With `SamplingParams.candidates` the candidates are tokens of the scripted vocabulary: each is one token
+wherever it occurs in a reply (as a real model's added reflection tokens are), and every position's
+`candidate_logprobs` come from `candidate_scores(prompt text, token)` (a map of candidate log-probs; the
+candidates it leaves out are unscored); without it, the emitted token, when a candidate, is the only one
+scored, with its rule's log-prob.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
 from hoprag.llm.base import LLM, Prompt, cut_at_stop
@@ -79,6 +85,7 @@ class ScriptedLLM(LLM):
     `default_reply` with `default_logprob`. `default` holds the sampling defaults, as for every backend."""
 
     name = "scripted"
+    candidate_logprobs = True
 
     def __init__(
         self,
@@ -89,8 +96,10 @@ class ScriptedLLM(LLM):
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
         max_input_tokens: int | None = None,
+        candidate_scores: Callable[[str, str], Mapping[str, float]] | None = None,
     ) -> None:
         super().__init__(default, generation_cache, max_input_tokens)
+        self.candidate_scores = candidate_scores
         self.rules = [Rule(r[0], r[1], r[2] if len(r) > 2 else default_logprob) for r in rules]
         self.fallback = Rule(lambda _: True, default_reply, default_logprob)
         self.delay = delay
@@ -107,10 +116,21 @@ class ScriptedLLM(LLM):
             text = render(prompt)
             rule, replies = self._match(text)
             prompt_tokens = len(text.split())
-            outputs.append(
-                [_generation(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)]
-            )
+            samples = [
+                _generation(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)
+            ]
+            if params.candidates:
+                samples = [replace(g, candidate_logprobs=self._scores(text, g, params.candidates)) for g in samples]
+            outputs.append(samples)
         return outputs
+
+    def _scores(self, text: str, generation: Generation, candidates: tuple[str, ...]) -> tuple[dict[str, float], ...]:
+        """Each kept token's candidate log-probs (see the module docstring)."""
+        if self.candidate_scores is None:
+            pairs = zip(generation.tokens, generation.logprobs)
+            return tuple({token: lp} if token in candidates else {} for token, lp in pairs)
+        scores = [self.candidate_scores(text, token) or {} for token in generation.tokens]
+        return tuple({c: float(v) for c, v in s.items() if c in candidates} for s in scores)
 
     @property
     def token_counting(self) -> str:
@@ -141,7 +161,7 @@ def _generation(reply: str, logprob: LogProb, prompt_tokens: int, params: Sampli
     `completion_tokens` counts every token generated, up to the one completing a stop string; a scripted
     reply has no end-of-sequence token, so nothing is left to leave out (the token rule of `Generation`).
     """
-    spans = [m.span() for m in re.finditer(r"\S+", reply)]
+    spans = [m.span() for m in re.finditer(_token_pattern(params.candidates), reply)]
     if isinstance(logprob, (int, float)):
         logprobs = [float(logprob)] * len(spans)
     elif len(logprob) < len(spans):
@@ -167,3 +187,11 @@ def _generation(reply: str, logprob: LogProb, prompt_tokens: int, params: Sampli
         completion_tokens=generated,
         finish_reason=finish,
     )
+
+
+def _token_pattern(candidates: Sequence[str]) -> str:
+    """Whitespace-split words, each candidate string a token of its own (also inside a word)."""
+    if not candidates:
+        return r"\S+"
+    own = "|".join(re.escape(c) for c in sorted(candidates, key=len, reverse=True))
+    return rf"{own}|(?:(?!{own})\S)+"

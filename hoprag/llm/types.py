@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Decoding options; temperature 0 means greedy. `stop` strings end a generation and are cut off."""
+    """Decoding options; temperature 0 means greedy. `stop` strings end a generation and are cut off.
+
+    `candidates` asks, at every generated position, for the log-probs of these tokens of the model's
+    vocabulary (`Generation.candidate_logprobs`), e.g. Self-RAG's reflection tokens; `keep_special_tokens`
+    keeps special tokens (such as those added reflection tokens) in the text. Only backends that read the
+    model's distribution offer them (`LLM.candidate_logprobs`)."""
 
     max_new_tokens: int = 64
     temperature: float = 0.0
@@ -19,9 +24,12 @@ class SamplingParams:
     n: int = 1
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    candidates: tuple[str, ...] = ()
+    keep_special_tokens: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "candidates", tuple(self.candidates))
         if self.n < 1 or self.max_new_tokens < 1:
             raise ValueError(f"n and max_new_tokens must be positive: {self}")
         if self.n > 1 and self.temperature == 0:
@@ -48,6 +56,10 @@ class Generation:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"  # "stop" (EOS or a stop string) or "length"
+    # with `SamplingParams.candidates`: per kept token, each candidate's log-prob at that position; a
+    # candidate the backend could not score (not one token of the vocabulary, or not among a server's
+    # returned top log-probs) is absent, never made up
+    candidate_logprobs: tuple[dict[str, float], ...] | None = None
 
     @property
     def mean_logprob(self) -> float | None:

@@ -8,6 +8,9 @@ assistant message is continued (`continue_final_message`, an assistant prefill).
 maps one to one (`n`, `temperature`, `top_p`, `max_tokens`, `stop`, `seed`), with no model-specific
 extras; `logprobs=0` asks for the chosen token's log-prob only, which vLLM computes from the raw model
 distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settable via `engine_kwargs`).
+Candidate tokens (`SamplingParams.candidates`) are read from the top `candidate_top_logprobs` log-probs vLLM
+returns per position (at most the engine's `max_logprobs`, 20 by default: raise both to cover more of the
+vocabulary); a candidate outside them is left out of `Generation.candidate_logprobs`, not made up.
 A peft LoRA `adapter` folder is served as vLLM serves adapters: the engine starts with `enable_lora` (and
 `max_lora_rank` = the adapter's rank), and every request carries a `LoRARequest` whose id is taken from the
 adapter's content hash, which `identity()` also holds (tuned and base answers are cached apart).
@@ -34,6 +37,8 @@ _LOCK = threading.Lock()
 class VLLMLLM(LLM):
     """A model served by an in-process vLLM engine."""
 
+    candidate_logprobs = True
+
     def __init__(
         self,
         model: str,
@@ -51,8 +56,10 @@ class VLLMLLM(LLM):
         generation_cache: str | None = None,
         max_input_tokens: int | None = None,
         adapter: str | None = None,
+        candidate_top_logprobs: int = 20,
     ) -> None:
         super().__init__(default, generation_cache, max_input_tokens)
+        self.candidate_top_logprobs = candidate_top_logprobs
         try:
             import vllm
         except ImportError as err:
@@ -117,7 +124,8 @@ class VLLMLLM(LLM):
             max_tokens=params.max_new_tokens,
             stop=list(params.stop) or None,
             seed=params.seed,
-            logprobs=0 if self.logprobs else None,
+            logprobs=self.candidate_top_logprobs if params.candidates else 0 if self.logprobs else None,
+            **({"skip_special_tokens": False} if params.keep_special_tokens else {}),
         )
 
     def engine_prompt(self, prompt: Prompt) -> dict[str, Any]:
@@ -150,11 +158,12 @@ class VLLMLLM(LLM):
         for completion in sorted(output.outputs, key=lambda c: c.index):
             ids = list(completion.token_ids)
             kept, stopped = cut_at_stop(completion.text, params.stop)
-            tokens, logprobs = None, None
+            tokens, logprobs, candidates = None, None, None
             if completion.logprobs is not None:
                 entries = [completion.logprobs[i][t] for i, t in enumerate(ids)]
                 tokens = [self._token_text(e, t) for e, t in zip(entries, ids)]
                 logprobs = [float(e.logprob) for e in entries]
+                candidates = self._candidates(completion.logprobs, params.candidates)
             else:
                 tokens = [self._token_text(None, t) for t in ids]
             keep = covering_tokens(tokens, len(kept))
@@ -167,9 +176,17 @@ class VLLMLLM(LLM):
                     prompt_tokens=prompt_tokens,
                     completion_tokens=len(ids) - _ended_at_eos(completion),
                     finish_reason=finish,
+                    candidate_logprobs=None if candidates is None else tuple(candidates[:keep]),
                 )
             )
         return gens
+
+    def _candidates(self, positions: list[dict[int, Any]], names: tuple[str, ...]) -> list[dict[str, float]] | None:
+        """Per position, the log-probs of the candidates (one vocabulary token each) among those vLLM returned."""
+        if not names:
+            return None
+        ids = {c: self.engine.get_tokenizer().convert_tokens_to_ids(c) for c in names}
+        return [{c: float(top[i].logprob) for c, i in ids.items() if i in top} for top in positions]
 
     def _token_text(self, entry: Any, token_id: int) -> str:
         decoded = getattr(entry, "decoded_token", None)

@@ -21,6 +21,7 @@ from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ContextPrompt, Prompt
 from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.steps import llm_step
 
 T = TypeVar("T")
 
@@ -111,12 +112,17 @@ class Method:
         return info
 
     def _final_answers(
-        self, prompts: Sequence[Prompt | ContextPrompt], costs: Sequence[Cost], retrieved: Sequence[list[Passage]]
+        self,
+        prompts: Sequence[Prompt | ContextPrompt],
+        costs: Sequence[Cost],
+        retrieved: Sequence[list[Passage]],
+        one_by_one: bool = False,
     ) -> list[MethodOutput]:
-        """One batched LLM call for the final answers, then extraction; the raw output goes in the trace."""
-        generations = self.llm.generate(prompts, costs=costs, stage="answer", **self.generation)
+        """One batched LLM call for the final answers (`one_by_one`: one per prompt), then extraction; the raw
+        output goes in the trace."""
+        generations = llm_step(self.llm, prompts, costs, "answer", one_by_one, **self.generation)
         outputs = []
-        for (generation, *_), passages in zip(generations, retrieved):
+        for generation, passages in zip(generations, retrieved):
             extraction = self.extractor(generation.text)
             trace = {"output": generation.text, "mean_logprob": generation.mean_logprob}
             outputs.append(MethodOutput(extraction.answer, list(passages), trace, extraction.failed))

@@ -17,8 +17,8 @@ from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.methods.base import Method, MethodOutput, complete
-from hoprag.methods.treerare import read_final
 from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.cot import read_final
 from hoprag.search.steps import llm_step
 from hoprag.search.treerare import prompts as P
 from hoprag.search.treerare.traversal import TreeParser, as_evidence, ordered_context, parser_for

@@ -20,24 +20,11 @@ from typing import Any
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.methods.base import Method, MethodOutput, complete
 from hoprag.retrieval.retrievers import Retriever
+from hoprag.search.cot import read_final
 from hoprag.search.steps import llm_step
-from hoprag.search.treerare.parsing import final_answer
 from hoprag.search.treerare.traversal import TreeParser, TreeRareSearch, parser_for
-
-
-def read_final(text: str, task: str, extractor: AnswerExtractor) -> tuple[str, bool]:
-    """(answer, parse failed): multi-hop answers are the extractor's reading of the text after FINAL,
-    ambiguous ones the whole long-form text after it; without the marker, the whole reply (a failure)."""
-    after = final_answer(text)
-    if task == "ambiguous":
-        return (text.strip(), True) if after is None else (after, not after)
-    if after is None:
-        return extractor(text).answer, True
-    extraction = extractor(after)
-    return extraction.answer, extraction.failed
 
 
 class TreeRare(Method):

@@ -7,7 +7,9 @@
 - `mcts.py`: Self-Correcting RAG's NLI-guided Monte Carlo tree search over answers (spec/self_correcting_rag.md
   §5.3–5.5), and `sc_rag_answer.py`, its generator's snippet rendering and JSON answer parsing;
 - `steps.py`: one level of a tree search for every question at once (one batched LLM call and retrieval),
-  with each search's per-question ceiling.
+  with each search's per-question ceiling;
+- `turns.py`: the turn loop of the agentic baselines (ReAct, Self-Ask, IRCoT, Search-o1): one batched LLM
+  turn and one batched retrieval per step, questions leaving the batch as they finish, `max_turns` counted.
 
 The methods in `hoprag/methods/` wire these engines to an LLM and a retriever.
 """

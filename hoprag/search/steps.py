@@ -24,6 +24,14 @@ from hoprag.retrieval.retrievers import Hit, Retriever
 log = logging.getLogger(__name__)
 
 
+def one_by_one(batching: str) -> bool:
+    """A baseline's `batching` setting: "step" (the default: one LLM call and one search per step for every
+    active question of the batch) or "question" (one call per prompt and per query, for the benchmarks)."""
+    if batching not in ("step", "question"):
+        raise ValueError(f"method.batching must be 'step' or 'question', got {batching!r}")
+    return batching == "question"
+
+
 def llm_step(
     llm: LLM,
     prompts: Sequence[Prompt | ContextPrompt],
@@ -33,9 +41,24 @@ def llm_step(
     **params: Any,
 ) -> list[Generation]:
     """One generation per prompt (the first sample): one batched call, or one call per prompt."""
+    return [samples[0] for samples in llm_samples(llm, prompts, costs, stage, one_by_one, **params)]
+
+
+def llm_samples(
+    llm: LLM,
+    prompts: Sequence[Prompt | ContextPrompt],
+    costs: Sequence[Cost | None],
+    stage: str,
+    one_by_one: bool = False,
+    seeds: Sequence[int] | None = None,
+    **params: Any,
+) -> list[list[Generation]]:
+    """Every sample per prompt (`n=` in `params`, each prompt with its own seed from `seeds`): one batched
+    call, or one call per prompt."""
     if not one_by_one:
-        return [g[0] for g in llm.generate(prompts, costs=costs, stage=stage, **params)]
-    return [llm.generate([p], costs=[c], stage=stage, **params)[0][0] for p, c in zip(prompts, costs)]
+        return llm.generate(prompts, costs=costs, stage=stage, **params, **({} if seeds is None else {"seeds": seeds}))
+    each = [{}] * len(prompts) if seeds is None else [{"seeds": [s]} for s in seeds]
+    return [llm.generate([p], costs=[c], stage=stage, **params, **s)[0] for p, c, s in zip(prompts, costs, each)]
 
 
 def retrieval_step(

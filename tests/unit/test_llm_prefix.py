@@ -97,7 +97,7 @@ def test_hf_leaves_the_prefill_open_in_the_chat_template(smollm_tokenizer):
     assert smollm_tokenizer.decode(ids).endswith('assistant\n{"answer": "')
 
 
-@pytest.mark.slow
+@pytest.mark.real
 def test_hf_continuation_is_the_rest_of_the_greedy_reply():
     """Greedy decoding with the first tokens of the model's own reply prefilled gives the rest of it."""
     llm = HFLLM(threads=1)

@@ -222,3 +222,13 @@ def test_an_adapter_is_served_as_a_lora_request_on_a_lora_engine(lora_requests, 
     retrained = VLLMLLM(model="m", adapter=path)
     assert retrained.identity() != tuned.identity()
     assert retrained.lora_request.lora_int_id != tuned.lora_request.lora_int_id
+
+
+def test_candidate_tokens_are_read_from_the_returned_top_logprobs(fake_vllm, monkeypatch):
+    monkeypatch.setattr(FakeTokenizer, "convert_tokens_to_ids", lambda self, t: ord(t), raising=False)
+    llm = VLLMLLM(model="m", candidate_top_logprobs=5)
+    assert llm.sampling_params(llm.default.__class__(candidates=("a",))).logprobs == 5
+    [[g]] = llm.generate(["q"], candidates=("a", "n", "z"))
+    # the fake server returns only the chosen token's log-prob: "z" is never among them, so never scored
+    assert g.candidate_logprobs[:3] == ({"a": pytest.approx(-0.1)}, {"n": pytest.approx(-0.2)}, {})
+    assert len(g.candidate_logprobs) == len(g.tokens)

@@ -99,10 +99,15 @@ def test_every_method_config_builds_the_class_of_its_name_and_answers(compose_cf
         prompt = render(first[:-1] if continues_reply(first) else first)  # without an assistant prefill
         # answer prompts end with "Answer:" (SC-RAG's with "JSON answer:"); PruneRAG's first call is a tree
         # decision ending with "Output:", TreeRare's a query-generation prompt ending with its reply format,
-        # PruningRAG's the source router's prompt ending with "### Option"
+        # PruningRAG's the source router's prompt ending with "### Option"; the turn-loop baselines' first turn:
+        # ReAct's "Thought 1:", Self-Ask's "...needed here:", IRCoT's "A:", Search-o1's the question itself;
+        # HyDE's first call writes a passage ("Passage:"), RRR's rewrites ("Queries:"), ProbTree's decomposes ("A:")
         assert EXAMPLES[0].question in prompt
+        turn_loop = ("Thought 1:", "Are follow up questions needed here:", "A:", EXAMPLES[0].question)
+        turn_loop += ("Passage:", "Queries:")  # HyDE, RRR
+        turn_loop += ("### Response:",)  # Self-RAG's first call: the retrieve decision after its instruction format
         assert prompt.rstrip().endswith(
-            ("Answer:", "answer:", "Output:", "response: question1; question2; question3", "### Option")
+            ("Answer:", "answer:", "Output:", "response: question1; question2; question3", "### Option", *turn_loop)
         )
         if name == "standard_rag":  # the scripted config answers with the top passage's title
             assert [o.prediction for o in outputs] == ["Paris", "Lyon"]

@@ -236,7 +236,7 @@ def test_cross_encoder_config_is_the_papers_model(compose_cfg):
     assert reranker.model == "cross-encoder/ms-marco-MiniLM-L-12-v2"
 
 
-@pytest.mark.slow
+@pytest.mark.real
 def test_bundled_minilm_ranks_the_passage_with_the_answer_first(compose_cfg):
     reranker = instantiate(compose_cfg("eval", ["+reranker=minilm", "reranker.embedder.device=cpu"]).reranker)
     question = "What is the capital of France?"

@@ -203,7 +203,7 @@ def test_references_are_formatted_as_the_code_does():
     assert format_references([a, b]) == "<DOC>\nalpha\n</DOC>\n\n<DOC>\nbeta\n</DOC>"
 
 
-@pytest.mark.slow
+@pytest.mark.real
 def test_the_bundled_minilm_finds_the_answer_among_the_top_three(crag, cache):
     source = WebSource(SentenceTransformerEmbedder(MINILM, device="cpu"), cache_dir=cache)
     example = crag.examples[9]  # is dreamworks animation owned by time warner or universal pictures?
