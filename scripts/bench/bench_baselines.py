@@ -81,7 +81,9 @@ def reply(text: str) -> str:
     if text.endswith("Judgement (sure, likely or impossible):"):  # ToT's value
         return " likely"
     if "one reasoning step at a time" in text:  # ToT's next step
-        return "A first step." if text.endswith("none yet\nNext step or final answer:") else "#FINAL: The answer is yes."
+        return (
+            "A first step." if text.endswith("none yet\nNext step or final answer:") else "#FINAL: The answer is yes."
+        )
     if "#FINAL" in text:  # CoT, Self-Consistency
         return "#Explanations: the passages say so.\n#FINAL: The answer is yes."
     if text.endswith("Passage:"):  # HyDE
@@ -101,7 +103,9 @@ def reply(text: str) -> str:
 
 
 def build(name: str, batching: str, retriever: BM25Retriever, delay: float) -> Method:
-    cfg = compose_config("eval", [f"+method={name}", "llm=scripted", f"method.batching={batching}", *SETTINGS.get(name, [])])
+    cfg = compose_config(
+        "eval", [f"+method={name}", "llm=scripted", f"method.batching={batching}", *SETTINGS.get(name, [])]
+    )
     llm = ScriptedLLM(rules=[(r"[\s\S]", reply, -0.1)], default_logprob=-0.1, delay=delay)
     factory = instantiate(cfg.method)
     return factory(llm=llm, **({"retriever": retriever} if factory.func.needs_retriever else {}))
@@ -129,7 +133,9 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     for name in args.methods:
         for batching in ("step", "question"):
-            results[f"{name}/{batching}"] = timed(build(name, batching, retriever, args.delay), examples, args.batch_size)
+            results[f"{name}/{batching}"] = timed(
+                build(name, batching, retriever, args.delay), examples, args.batch_size
+            )
 
     print(f"{len(examples)} HotpotQA questions, batch {args.batch_size}, BM25, scripted LLM {args.delay}s a call")
     print(f"{'method/batching':<26} {'s/question':>11} {'calls/batch':>12} {'prompts/q':>10} {'searches/q':>11}")
