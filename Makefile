@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(OFFLINE) $(PY) scripts/bench/bench_baselines.py
 	$(OFFLINE) $(PY) scripts/bench/bench_mcts.py
 	$(OFFLINE) $(PY) scripts/bench/bench_treehop.py
+	$(OFFLINE) $(PY) scripts/bench/bench_corpus.py
 
 clean:
 	rm -rf $(VENV) .cache outputs logs .pytest_cache

@@ -12,7 +12,9 @@ directory beside the old), or `force=true`. Dense indexes are encoded in shards 
 worker i's share (one process per GPU or machine) and `merge=true` then builds the index from all shards.
 Each shard is stamped (embedder, template, corpus, rows, dtype, byte lengths, checksums): a resumed build
 rebuilds a short or foreign shard, and `merge=true` refuses one, naming the shard and the differing key.
-`corpus=<FlashRAG JSONL>` streams a corpus file instead of holding the dataset's corpus in memory.
+`corpus=<FlashRAG JSONL>` reads a corpus file through its store (`hoprag.data.store_build`: Arrow, memory-mapped,
+built once beside the indexes, resumable; a rerun recognises the file without reading it) instead of holding the
+dataset's corpus in memory; so does a dataset whose config names a corpus file.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from hoprag.config import check_config, register_resolvers
+from hoprag.data.corpus_store import as_corpus
 from hoprag.data.fetch import ensure_file
+from hoprag.data.store_build import open_corpus_store
 from hoprag.paths import data_root
-from hoprag.retrieval.shards import BuildResult, CorpusFile, PassageList, build_bm25, build_dense, parse_worker
+from hoprag.retrieval.shards import BuildResult, build_bm25, build_dense, parse_worker
 
 log = logging.getLogger(__name__)
 register_resolvers()
@@ -51,13 +55,12 @@ def index_parts(retriever: DictConfig) -> Iterator[DictConfig]:
 def main(cfg: DictConfig) -> None:
     check_config(cfg)
     if cfg.corpus is not None:
-        corpus = CorpusFile(ensure_file(cfg.corpus, data_root(cfg.paths.data_dir)))
-        log.info("corpus file %s (streamed)", corpus.path)
+        corpus = open_corpus_store(ensure_file(cfg.corpus, data_root(cfg.paths.data_dir)), cfg.paths.index_dir)
+        log.info("corpus file %s: %d passages, store %s", cfg.corpus, len(corpus), corpus.directory)
     else:
         dataset = instantiate(cfg.data)
-        passages = dataset.corpus()
-        log.info("corpus of %s: %d passages", dataset.name, len(passages))
-        corpus = PassageList(passages)
+        corpus = as_corpus(dataset.corpus())
+        log.info("corpus of %s: %d passages", dataset.name, len(corpus))
     worker = parse_worker(cfg.shard)
     for part in index_parts(cfg.retriever):
         if part._target_ == DENSE:

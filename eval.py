@@ -37,9 +37,12 @@ register_resolvers()
 
 def question_info(dataset: QADataset) -> dict[str, Any]:
     """The run's question set as metrics.json records it: the dataset, and a random sample's seed and ids."""
+    examples = dataset.examples  # loaded first: its filters count what they left out
     info: dict[str, Any] = {"dataset": dataset.name}
     if dataset.sample is not None:
-        info["sample"] = {"n": dataset.sample, "seed": dataset.seed, "ids": [ex.id for ex in dataset.examples]}
+        info["sample"] = {"n": dataset.sample, "seed": dataset.seed, "ids": [ex.id for ex in examples]}
+    if getattr(dataset, "exclude_trained", None) is not None:  # the trained model's questions, left out
+        info["excluded_trained"] = {"export": dataset.exclude_trained, "n": dataset.excluded}
     return info
 
 
@@ -53,13 +56,14 @@ def main(cfg: DictConfig) -> float:
     fingerprint = eval_fingerprint(cfg)
     if not cfg.overwrite:  # every refusal before the index is built and before .hydra/ is rewritten
         refuse_mixing(PredictionFile(output_dir / PREDICTIONS), method_name(cfg), dataset.examples, fingerprint)
+    suite = instantiate(cfg.metrics)  # before the models load: a judge without its API key stops the run here
     metrics = run(
         build(cfg, dataset),
         dataset.examples,
         output_dir,
         batch_size=cfg.batch_size,
         overwrite=cfg.overwrite,
-        suite=instantiate(cfg.metrics),
+        suite=suite,
         run_info=question_info(dataset),
         fingerprint=fingerprint,
         on_start=lambda: save_hydra_files(output_dir, cfg),  # after the LLM probe, as overwrite's removal is

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from fnmatch import fnmatch
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -126,3 +126,18 @@ def _check(key: str, value: Any, rule: Rule) -> str | None:
         return None
     allowed = f"an integer >= {rule.minimum}" + (" or null" if rule.nullable else "")
     return f"{key}={value!r} must be {allowed} ({rule.meaning})"
+
+
+T = TypeVar("T")
+
+
+def complete(engine: Callable[..., T], key: str, **given: Any) -> T:
+    """`engine` (a Hydra `_partial_` child, or a class) finished with what only the method holds. A value
+    both the child's config and the method set is refused, not silently replaced by the method's."""
+    both = sorted(set(getattr(engine, "keywords", {})) & set(given))
+    if both:
+        raise ValueError(
+            f"method.{key} sets {both}, which the method itself passes to it (its llm or retriever, or a "
+            f"setting of the method shared with other parts): set them once, on the method, not in method.{key}"
+        )
+    return engine(**given)

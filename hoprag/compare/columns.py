@@ -1,8 +1,10 @@
 """The column catalogue: which metrics.json figures a table shows, in which order and scale, and which
-per-question figure pairs each for the significance tests."""
+per-question figure pairs each for the significance tests. CRAG's rates show with their judge in the header
+(`CRAG acc@gpt-3.5-turbo`), one column per judge: runs judged apart never share a column, nor a test."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -10,6 +12,10 @@ from hoprag.compare.groups import Group
 from hoprag.compare.runs import RECALL
 
 SECONDS = "cost/mean/seconds/total"
+# CRAG's headline rates, each named after its judge (hoprag.metrics.crag): Acc, Hall and Score as the paper
+# tabulates them
+CRAG_RATE = re.compile(r"^crag/(acc|hall|score)@(.+)$")
+CRAG_ORDER = ("acc", "hall", "score")
 
 
 @dataclass(frozen=True)
@@ -34,11 +40,7 @@ QUALITY = (
     Column("acc", "acc", "Acc", 1, 100.0),
 )
 
-LATE_QUALITY = (
-    Column("efr", None, "EFR", 1),
-    Column("crag/acc", "crag/acc", "CRAG acc", 1, 100.0),
-    Column("crag/score", "crag/score", "CRAG score", 1, 100.0),
-)
+LATE_QUALITY = (Column("efr", None, "EFR", 1),)
 
 TRAIN = (
     Column("initial", None, "before training", 2),
@@ -60,10 +62,25 @@ COST = (
 
 def table_columns(groups: Sequence[Group]) -> list[Column]:
     """The quality and cost columns that at least one run reports nonzero (a retrieval-only run's F1 and LLM
-    calls are 0 and say nothing; time is always shown), recall metrics in the order runs list them."""
+    calls are 0 and say nothing; time is always shown), recall metrics in the order runs list them, and CRAG's
+    judged rates that any run reports (zero or not)."""
     present = dict.fromkeys(k for g in groups for r in g.runs for k, v in r.metrics.items() if v or k == SECONDS)
     recall = [_recall_column(k) for k in present if RECALL.match(k)]
-    return [c for c in (*QUALITY, *recall, *LATE_QUALITY, *COST) if c.key in present]
+    shown = [c for c in (*QUALITY, *recall, *LATE_QUALITY) if c.key in present]
+    return [*shown, *_crag_columns(groups), *(c for c in COST if c.key in present)]
+
+
+def _crag_columns(groups: Sequence[Group]) -> list[Column]:
+    """Acc, Hall and Score of every judge some run reports (a rate of 0 included: a judge's Hall of 0 says
+    something), by judge in the order runs list them; each pairs with the records' figure of that judge."""
+    keys = [k for g in groups for r in g.runs for k in r.metrics if CRAG_RATE.match(k)]
+    judges = dict.fromkeys(CRAG_RATE.match(k).group(2) for k in keys)  # type: ignore[union-attr]
+    return [_crag_column(rate, judge) for judge in judges for rate in CRAG_ORDER if f"crag/{rate}@{judge}" in keys]
+
+
+def _crag_column(rate: str, judge: str) -> Column:
+    key = f"crag/{rate}@{judge}"
+    return Column(key, key, f"CRAG {rate}@{judge}", 1, 100.0)
 
 
 def _recall_column(key: str) -> Column:

@@ -15,6 +15,12 @@ from hoprag.compare.runs import CompareError, Question, RunDir
 from hoprag.utils.run_control import is_run_control
 
 SEED = re.compile(r"^[+~]*(?:[\w-]+\.)*seed=")
+# what a run's metrics.json `run` section says that its overrides may not (PruningRAG's router and domain)
+QUALIFIERS = {
+    "router": lambda value: f"router {value}" if value != "none" else "",
+    "oracle_domain": lambda value: "oracle domain" if value else "",
+    "router_labels": lambda value: f"labels@{value['judge']}" if isinstance(value, dict) and "judge" in value else "",
+}
 
 
 @dataclass
@@ -65,7 +71,7 @@ def group_runs(runs: Sequence[RunDir]) -> list[Group]:
     for members in groups.values():
         own = settings[members[0]]
         name = ",".join(o for o in own if o not in common) or (",".join(own) if len(groups) == 1 else "")
-        named.append(Group(name or runs[members[0]].label, [runs[i] for i in members]))
+        named.append(Group(qualified(name or runs[members[0]].label, runs[members[0]]), [runs[i] for i in members]))
     counts: dict[str, int] = {}
     for g in named:
         counts[g.name] = counts.get(g.name, 0) + 1
@@ -73,6 +79,14 @@ def group_runs(runs: Sequence[RunDir]) -> list[Group]:
         if counts[g.name] > 1:
             g.name = f"{g.name} [{g.runs[0].label}]"
     return named
+
+
+def qualified(name: str, run: RunDir) -> str:
+    """The name with what the run's `run` section says qualifies its figures (`QUALIFIERS`), e.g.
+    "+method=pruningrag (router untuned)": an un-tuned router is never shown under the method's plain name."""
+    info = getattr(run, "info", {})
+    said = [text for key, describe in QUALIFIERS.items() if key in info and (text := describe(info[key]))]
+    return f"{name} ({', '.join(said)})" if said else name
 
 
 def pick_baseline(groups: Sequence[Group], baseline: str | None) -> Group:

@@ -64,7 +64,8 @@ def register_layout(name: str, claims: Callable[[Record], bool], passage: Callab
     LAYOUTS[name] = (claims, passage)
 
 
-def _corpus_passage(record: Record, unquote: bool) -> Passage:
+def corpus_passage(record: Record, unquote: bool) -> Passage:
+    """One corpus record as a passage: a registered layout's reader, else FlashRAG's fields."""
     for claims, passage in LAYOUTS.values():
         if claims(record):
             return passage(record)
@@ -87,13 +88,13 @@ def iter_corpus(path: str | os.PathLike, unquote_titles: bool = True) -> Iterato
     Records without `id` get the content-hash id. `unquote_titles=False` keeps titles verbatim. Repeated ids
     are not looked for here (that needs every id in memory, which the stream avoids); `read_corpus` refuses them.
     """
-    return parse_records(iter_records(path), lambda r: _corpus_passage(r, unquote_titles))
+    return parse_records(iter_records(path), lambda r: corpus_passage(r, unquote_titles))
 
 
 def read_corpus(path: str | os.PathLike, unquote_titles: bool = True) -> list[Passage]:
     """The whole corpus, as `iter_corpus` reads it; a passage id given twice is an error naming the id and both
     lines, so a retriever never sees two passages under one id."""
-    located = parse_located(iter_records(path), lambda r: _corpus_passage(r, unquote_titles))
+    located = parse_located(iter_records(path), lambda r: corpus_passage(r, unquote_titles))
     return [p for _, p in unique_ids(located, lambda p: p.id, "passage id")]
 
 

@@ -1,4 +1,10 @@
-"""CRAG (Meta KDD Cup 2024, Task 1/2 bz2 JSONL): each search result becomes a context passage.
+"""CRAG (Meta KDD Cup 2024): each search result becomes a context passage.
+
+The official files load as they ship (`load_questions` reads the containers): Task 1/2's
+`crag_task_1_and_2_dev_v4.jsonl.bz2` (5 pages a question) and Task 3's `crag_task_3_dev_v4.tar.bz2` (50 pages; its
+four parts joined with `cat`; JSONL parts `crag_task_3_dev_v4/crag_task_3_dev_v4_<i>.jsonl` inside). RM3QA, the
+PruningRAG paper's release (`RM3QA_5web.jsonl.bz2`, `RM3QA_50web.bz2`), keeps this schema with `page_result`
+already in Markdown (the web source's `pages_format: markdown`), and some answers as numbers (read as text).
 
 A passage is the result's page name and snippet; the raw results (URL, last-modified date, full HTML)
 stay in `metadata["search_results"]` for methods that parse pages themselves (PruningRAG).
@@ -7,8 +13,8 @@ Every field a method or metric reads is checked here, so a record without one fa
 file, line and key, never as a bare KeyError mid-run: `query`, `answer`, `query_time` (CRAG's
 "mm/dd/yyyy, hh:mm:ss PT"), `domain`, `question_type`, `static_or_dynamic` (strings), `split` (an integer,
 where given), and `search_results`: a list (empty allowed) of objects with `page_name`, `page_url` and
-`page_snippet` strings and `page_result`, the HTML, a string or null (the web source then reads the snippet
-alone and counts the page). `page_last_modified` is read by nothing and is not checked.
+`page_snippet` strings and `page_result`, the HTML (RM3QA: Markdown), a string or null (the web source then
+reads the snippet alone and counts the page). `page_last_modified` is read by nothing and is not checked.
 """
 
 from __future__ import annotations
@@ -24,7 +30,12 @@ from hoprag.data.records import extra_fields
 from hoprag.data.types import Passage, QAExample
 
 CRAG_KEYS = (
-    "interaction_id", "query", "answer", "alternative_answers", "alt_ans", "question_type",
+    "interaction_id",
+    "query",
+    "answer",
+    "alternative_answers",
+    "alt_ans",
+    "question_type",
 )
 # the search-result strings the web source reads (`page_result`, the HTML, may also be null)
 PAGE_TEXTS = ("page_name", "page_url", "page_snippet")

@@ -26,6 +26,7 @@ OFFLINE_VARS = ("HF_HUB_OFFLINE", "HOPRAG_OFFLINE")
 class Source:
     kind: str  # "url": direct download · "hf": FlashRAG hub file · "manual": user unpacks an archive
     url: str
+    command: str = ""  # a manual source's download command, `{root}` standing for the data root
 
 
 def _sources() -> dict[str, Source]:
@@ -48,7 +49,10 @@ def _sources() -> dict[str, Source]:
     sources["asqa/ASQA.json"] = Source("url", "https://storage.googleapis.com/gresearch/ASQA/ASQA.json")
     sources["ambigdocs/test.json"] = Source("manual", "https://huggingface.co/datasets/yoonsanglee/AmbigDocs")
     sources["retrieval-corpus/wiki18_100w.jsonl"] = Source(
-        "manual", f"https://huggingface.co/datasets/{FLASHRAG_REPO}/tree/main/retrieval-corpus"
+        "manual",
+        f"https://huggingface.co/datasets/{FLASHRAG_REPO}/tree/main/retrieval-corpus",
+        f"huggingface-cli download {FLASHRAG_REPO} retrieval-corpus/wiki18_100w.zip --repo-type dataset "
+        "--local-dir {root} && unzip {root}/retrieval-corpus/wiki18_100w.zip -d {root}/retrieval-corpus",
     )
     flashrag_splits = {
         "hotpotqa": ("train", "dev"),
@@ -112,6 +116,8 @@ def ensure_file(name: str | os.PathLike, root: Path) -> Path:
         if source.kind == "manual":
             message += f" (download and unpack the archive so that the file is at {path})"
         message += "."
+        if source.command:
+            message += f" Download: {source.command.format(root=root)}"
     if source is None or source.kind == "manual":
         raise FileNotFoundError(message)
     if offline():

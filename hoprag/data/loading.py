@@ -1,10 +1,11 @@
 """`load_questions`: one entry point for every supported question format, detected from the file.
 
 The container (one JSON list or JSONL, optionally .bz2/.gz, or a tar archive of JSONL files) is read by
-`iter_records`; the format is told by the first record's keys, which differ between all official releases,
-and can be forced with `format=`. A format's parser returns one example, or a list of them when one record holds several
-questions (TAT-QA: a context with its questions). ASQA's official `ASQA.json` is the one container of another shape (an object of splits): it is
-told by its first bytes and read one split at a time (`split=`, dev by default).
+`iter_records`; a tar archive whose name does not say so is told by its content (`_records`). The format is
+told by the first record's keys, which differ between all official releases, and can be forced with `format=`.
+A format's parser returns one example, or a list of them when one record holds several questions (TAT-QA: a
+context with its questions). ASQA's official `ASQA.json` is the one container of another shape (an object of
+splits): it is told by its first bytes and read one split at a time (`split=`, dev by default).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from hoprag.data.flashrag import parse_flashrag
 from hoprag.data.hotpotqa import parse_hotpotqa
 from hoprag.data.multihop_rag import parse_multihop_rag
 from hoprag.data.musique import parse_musique
-from hoprag.data.records import DataFormatError, iter_records, parse_located, unique_ids
+from hoprag.data.records import (
+    DataFormatError,
+    _tar_records,
+    is_tar,
+    iter_records,
+    open_binary,
+    parse_located,
+    unique_ids,
+)
 from hoprag.data.tatqa import parse_tatqa
 from hoprag.data.twowiki import parse_2wiki
 from hoprag.data.types import QAExample
@@ -63,10 +72,25 @@ def detect_format(record: dict[str, Any]) -> str | None:
     return None
 
 
+def _records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
+    """`iter_records`, or the JSONL members of a tar archive whose name does not say it is one (RM3QA ships its
+    50-page release as `RM3QA_50web.bz2`, a container it does not document): a tar is told by the `ustar`
+    magic of its first header, at byte 257 of the (decompressed) content, where JSON text, which starts with
+    `{` or `[`, cannot have it."""
+    if not is_tar(path):
+        with open_binary(path) as f:
+            head = f.read(262)
+        if head[257:262] == b"ustar" and head.lstrip()[:1] not in (b"{", b"["):
+            return _tar_records(path)
+    return iter_records(path)
+
+
 def _detected(path: str | os.PathLike, format: str | None) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
     """The format (the given one, else told by the first record's keys) and the file's records."""
-    records = iter_records(path)
-    first = next(records)  # an empty file raises DataFormatError
+    records = _records(path)
+    first = next(records, None)  # iter_records raises DataFormatError for an empty file itself
+    if first is None:
+        raise DataFormatError(f"{path} holds no records")
     if format is None:
         format = detect_format(first[1])
         if format is None:

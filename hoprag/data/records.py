@@ -101,17 +101,32 @@ def _json_list(data: bytes, path: str | os.PathLike) -> Iterator[tuple[str, dict
 
 def _jsonl(f: IO[bytes], path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
     for lineno, raw in enumerate(f, 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataFormatError(f"{path}, line {lineno}: not UTF-8 text (byte {e.start} of the line)") from None
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataFormatError(f"{path}, line {lineno}: invalid JSON ({e.msg})") from None
-        yield _checked(record, f"{path}, line {lineno}")
+        if (located := jsonl_line(raw, path, lineno)) is not None:
+            yield located
+
+
+def jsonl_line(raw: bytes, path: str | os.PathLike, lineno: int) -> tuple[str, dict[str, Any]] | None:
+    """One JSONL line as `(location, record)`, None when blank; errors name the file and line. For readers
+    that keep their own place in a file (a corpus store's resumable build seeks to a byte offset)."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}, line {lineno}: not UTF-8 text (byte {e.start} of the line)") from None
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"{path}, line {lineno}: invalid JSON ({e.msg})") from None
+    return _checked(record, f"{path}, line {lineno}")
+
+
+def is_plain_jsonl(path: str | os.PathLike) -> bool:
+    """An uncompressed JSONL file (not a JSON list, not an archive): one whose lines can be read from any offset."""
+    if is_tar(path) or Path(path).suffix in (".bz2", ".gz"):
+        return False
+    with open(path, "rb") as f:
+        return _first_byte(f) not in (b"[", None)
 
 
 def _tar_records(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:

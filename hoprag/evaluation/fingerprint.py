@@ -23,9 +23,9 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import select_settings
+from hoprag.data.corpus_identity import cached_sha256
 from hoprag.data.fetch import ensure_file
 from hoprag.paths import data_root
-from hoprag.utils.contract import sha256
 from hoprag.utils.run_control import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
 from hoprag.utils.secrets import HYDRA_FILES, save_redacted
 
@@ -33,8 +33,8 @@ FINGERPRINT = "run_fingerprint.json"
 ABSENT = "<absent>"
 
 # eval.py: the sections that decide a run's answers (`embedder` and `index` enter resolved, wherever the
-# retriever or the method use them); `retriever` only for methods that use one.
-EVAL_SECTIONS = ("method", "data", "llm", "retriever", "metrics")
+# retriever or the method use them); `retriever` only for methods that use one, `pruning` where it is added.
+EVAL_SECTIONS = ("method", "pruning", "data", "llm", "retriever", "metrics")
 RUN_CONTROL = (*RUN_CONTROL_ANYWHERE, "data.root", "data.limit", *(f"llm.{key}" for key in LLM_TRANSPORT))
 DATA_FILES = ("questions", "corpus")
 
@@ -43,16 +43,24 @@ class ResumeRefused(ValueError):
     """A rerun whose settings differ from those the run directory was started with."""
 
 
+def uses_retriever(cfg: DictConfig) -> bool:
+    """Whether the run builds `retriever=` over the dataset's corpus: a method that reads passages, unless
+    `+pruning=` gives it each question's own sources instead."""
+    return bool(get_class(cfg.method._target_).reads_passages(cfg.method)) and cfg.get("pruning") is None
+
+
 def eval_fingerprint(cfg: DictConfig) -> dict[str, Any]:
-    """What decides an evaluation's answers: method, data (with its files' content hashes), LLM, retriever
-    (when the method uses one) and the metric suite."""
-    sections = [s for s in EVAL_SECTIONS if s != "retriever" or get_class(cfg.method._target_).needs_retriever]
+    """What decides an evaluation's answers: method (and its pruning), data (with its files' content hashes),
+    LLM, retriever (when the method searches the dataset's corpus) and the metric suite."""
+    uses = {"retriever": uses_retriever(cfg), "pruning": cfg.get("pruning") is not None}
+    sections = [s for s in EVAL_SECTIONS if uses.get(s, True)]
     fingerprint = select_settings(cfg, sections, RUN_CONTROL)
     root = data_root(cfg.data.get("root"))
     for key in DATA_FILES:
         name = OmegaConf.select(cfg, f"data.{key}", throw_on_missing=True)
         if name is not None:
-            fingerprint["data"][key] = {"sha256": sha256(ensure_file(name, root))}
+            file = ensure_file(name, root)  # hashed once per file version (size, mtime, sampled blocks)
+            fingerprint["data"][key] = {"sha256": cached_sha256(file, cfg.paths.index_dir)}
     return fingerprint
 
 

@@ -58,19 +58,22 @@ def require_method(cfg: DictConfig) -> None:
 
 
 def method_name(cfg: DictConfig) -> str:
-    """The configured method's registered name, known before anything is built."""
-    return get_class(cfg.method._target_).name
+    """The configured method's registered name, known before anything is built (`<name>+pruning` when
+    `+pruning=` puts source pruning in front of it)."""
+    name = get_class(cfg.method._target_).name
+    return f"{name}+pruning" if cfg.get("pruning") is not None else name
 
 
 def build(cfg: DictConfig, dataset: QADataset) -> Method:
     """The method with its components; the retriever (and its index over the dataset's corpus) only when
-    the method needs one."""
+    the method needs one. With `+pruning=`, the pruning wraps the method (`hoprag.methods.WithPruning`)."""
     factory = instantiate(cfg.method)
-    components: dict[str, Any] = {}
-    if factory.func.needs_retriever:
-        components["retriever"] = instantiate(cfg.retriever)(corpus=dataset.corpus())
-    components["llm"] = instantiate(cfg.llm)
-    return factory(**components)
+    llm = instantiate(cfg.llm)
+    if cfg.get("pruning") is not None:
+        return instantiate(cfg.pruning)(framework=factory, llm=llm)
+    if fp.uses_retriever(cfg):
+        return factory(llm=llm, retriever=instantiate(cfg.retriever)(corpus=dataset.corpus()))
+    return factory(llm=llm)
 
 
 def run(

@@ -70,7 +70,7 @@ class HFLLM(LLM):
         trust_remote_code: passed to transformers.
         prefill: "each" (one prompt at a time), "batched" (one left-padded forward), or "auto": each on
             CPU, batched elsewhere.
-        adapter: a peft LoRA adapter folder (e.g. `train.py +model=source_router`'s export) applied to the
+        adapter: a peft LoRA adapter folder (e.g. `train.py +model=source_router_crag`'s export) applied to the
             base (`hoprag.llm.hf_loading`); its content hash is part of `identity()`, so cached generations
             and run records tell the tuned model from the base, and from an adapter retrained in place.
     """

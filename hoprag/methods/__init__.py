@@ -28,6 +28,7 @@ from hoprag.methods.tot import ToT
 from hoprag.methods.tree_retrieval import TreeRetrievalMethod
 from hoprag.methods.treehop import TreeHopMethod
 from hoprag.methods.treerare import TreeRare
+from hoprag.methods.with_pruning import WithPruning
 
 __all__ = [
     "AnswerExtractor",
@@ -58,5 +59,6 @@ __all__ = [
     "TopKRAG",
     "TreeHopMethod",
     "TreeRare",
+    "WithPruning",
     "TreeRetrievalMethod",
 ]

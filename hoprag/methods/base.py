@@ -6,14 +6,14 @@ batch of questions at once (so LLM and retrieval calls are batched across questi
 question cost to that question's `Cost` record. It is built with its components
 as constructor arguments: the runner passes `llm=` (and `retriever=` when `needs_retriever`) to the
 `_partial_` object Hydra makes from `conf/method/<name>.yaml`, and the method, in turn, finishes its own
-`_partial_` engines with `complete` (the wiring rule: conf/method/README.md).
+`_partial_` engines with `hoprag.config.complete` (the wiring rule: conf/method/README.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
@@ -22,20 +22,6 @@ from hoprag.llm.prompts import ContextPrompt, Prompt
 from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
-
-T = TypeVar("T")
-
-
-def complete(engine: Callable[..., T], key: str, **given: Any) -> T:
-    """`engine` (a Hydra `_partial_` child, or a class) finished with what only the method holds. A value
-    both the child's config and the method set is refused, not silently replaced by the method's."""
-    both = sorted(set(getattr(engine, "keywords", {})) & set(given))
-    if both:
-        raise ValueError(
-            f"method.{key} sets {both}, which the method itself passes to it (its llm or retriever, or a "
-            f"setting of the method shared with other parts): set them once, on the method, not in method.{key}"
-        )
-    return engine(**given)
 
 
 @dataclass
@@ -75,6 +61,12 @@ class Method:
         self.retriever = retriever
         self.extractor = extractor or AnswerExtractor()
         self.generation = dict(generation or {})  # sampling overrides of the final-answer call
+
+    @classmethod
+    def reads_passages(cls, settings: Mapping[str, Any]) -> bool:
+        """Whether a method with these settings (its config) searches a corpus, so that the runner builds a
+        retriever (and its index) only then: `needs_retriever`, unless a setting turns retrieval off."""
+        return cls.needs_retriever
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         raise NotImplementedError

@@ -12,7 +12,7 @@ for the batch (`batching: question`: one call per question, for the benchmark).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
@@ -46,6 +46,7 @@ class CoT(Method):
         passage_template: str = "[{rank}] {title}\n{text}",
         **kwargs: Any,
     ) -> None:
+        self.needs_retriever = with_documents  # closed book: no retriever, and the runner builds none
         super().__init__(llm, retriever, **kwargs)
         if k < 1:
             raise ValueError(f"method.k must be positive, got {k}")
@@ -54,6 +55,10 @@ class CoT(Method):
         self.with_documents = with_documents
         self.k = k
         self.one_by_one = one_by_one(batching)
+
+    @classmethod
+    def reads_passages(cls, settings: Mapping[str, Any]) -> bool:
+        return bool(settings.get("with_documents", True))
 
     def documents(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[list[Passage] | None]:
         """The passages each prompt shows: the top `k` for the question (one batched search), or None."""

@@ -8,9 +8,10 @@ The writing prompt is PruningRAG's HyDE prompt (a "scientific paper passage" ans
 the query time: spec/pruningrag.md §7); the time line is added only for questions whose metadata has a
 `query_time` (CRAG), other questions get the prompt without it. How the passages become the search:
 
-- a dense retriever (`retriever=dense`): as in the HyDE paper (§3.2, eq. 6) and its code, each passage is
-  encoded on the *document* side (the embedder's passage encoding: its passage template, no query prefix)
-  and the vectors are averaged with the question's query vector (`include_question`), one vector search;
+- a dense retriever (`retriever=dense`; under `+pruning=`, the routed web pages): as in the HyDE paper
+  (§3.2, eq. 6) and its code, each passage is encoded on the *document* side (the embedder's passage encoding:
+  its passage template, no query prefix) and the vectors are averaged with the question's query vector
+  (`include_question`), one vector search;
 - any other retriever (bm25, rrf, treehop): one text query, the question and the passages concatenated
   (HyDE defines no lexical form; concatenation is the text analogue of the average).
 
@@ -33,13 +34,19 @@ from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
 from hoprag.methods.base import MethodOutput
 from hoprag.methods.standard_rag import StandardRAG
-from hoprag.retrieval.retrievers import DenseRetriever, Hit, Retriever
+from hoprag.retrieval.retrievers import Hit, Retriever
 from hoprag.search.mcts import sample_seed
 from hoprag.search.steps import llm_samples, one_by_one, retrieval_step
 
 # HyDE's official settings (texttron/hyde README): 8 samples at temperature 0.7, up to 512 tokens each
 HYDE_SAMPLING = {"max_new_tokens": 512, "temperature": 0.7, "top_p": 1.0, "stop": ["\n\n\n"]}
 
+
+
+def searches_vectors(retriever: Retriever) -> bool:
+    """Whether the retriever ranks by a query vector of its embedder (a dense index, or "+ Pruning"'s routed
+    web pages), so HyDE can search with its averaged vector; otherwise it searches with one text query."""
+    return hasattr(retriever, "search_vectors") and hasattr(retriever, "embedder")
 
 class HyDE(StandardRAG):
     """`writer` (user template fields {question}, {time}) writes `n_passages` hypothetical passages per
@@ -96,7 +103,7 @@ class HyDE(StandardRAG):
         self, examples: Sequence[QAExample], passages: Sequence[Sequence[str]], costs: Sequence[Cost]
     ) -> list[list[Hit]]:
         """The top k for each question's passages: one averaged vector (dense), else one text query."""
-        if isinstance(self.retriever, DenseRetriever):
+        if searches_vectors(self.retriever):
             return self._search_dense(examples, passages, costs)
         queries = [self._text_query(ex, written) for ex, written in zip(examples, passages)]
         return retrieval_step(self.retriever, queries, self.k, costs, one_by_one=self.one_by_one)
@@ -109,7 +116,7 @@ class HyDE(StandardRAG):
     ) -> list[list[Hit]]:
         """HyDE's vector: the mean of the passages' document-side vectors (and the question's query vector);
         the encoding time is charged to the questions under "hyde_encode"."""
-        retriever: DenseRetriever = self.retriever  # type: ignore[assignment]
+        retriever: Any = self.retriever  # a DenseRetriever, or routed sources that rank by vector
         started = time.perf_counter()
         vectors = []
         for ex, written in zip(examples, passages):

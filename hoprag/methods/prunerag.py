@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput, complete
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.aggregate import Aggregator
 from hoprag.search.prunerag.builder import PruneTreeBuilder

@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import PassageFormat
-from hoprag.methods.base import complete
 from hoprag.methods.sc_rag_search import SCRAGSearch
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR

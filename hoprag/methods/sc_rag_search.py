@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hoprag.config import complete
 from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, complete
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.mcts import AnswerSearch, Node, SearchTree, iter_nodes
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR, SNIPPET_TEMPLATE, ParsedAnswer, parse_answer

@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, complete
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.selectors import HybridFrontEnd, Selection, Selector, TokenCounter
 

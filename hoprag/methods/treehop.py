@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput, complete
+from hoprag.methods.base import Method, MethodOutput
 from hoprag.retrieval.retrievers import DenseRetriever, Retriever
 from hoprag.treehop.model import TreeHop
 from hoprag.treehop.retriever import TreeHopRetriever, model_step, q_minus_c
@@ -61,7 +62,7 @@ class TreeHopMethod(Method):
                 f"TreeHop searches with embedding vectors: it needs retriever=dense or retriever=treehop, "
                 f"not {type(retriever).__name__}"
             )
-        self.search = complete(search, "search", corpus=dense.passages, dense=dense, n_hops=n_hops)
+        self.search = complete(search, "search", corpus=dense.corpus, dense=dense, n_hops=n_hops)
         self.top_k, self.n_hops, self.report_hops = top_k, n_hops, max(report_hops, n_hops)
         self.table_types = set(table_types) if table_types is not None else None
         if generate and prompt is None:

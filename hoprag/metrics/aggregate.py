@@ -5,7 +5,8 @@ answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, TreeRare's `c
 `efr` and `forget_rate`), retrieval metrics sit under `retrieval/` and keep the two recall families apart
 (`passage_recall*` vs `answer_recall*`), the ambiguous-question metrics sit under `asqa/` and
 `ambigdocs/` (`hoprag.metrics.ambiguous`), averaged over the questions that carry their gold structure, and
-CRAG's Acc / Hall / Miss / Score with their breakdowns sit under `crag/` (`hoprag.metrics.crag`). A
+CRAG's Acc / Hall / Miss / Score with their breakdowns sit under `crag/`, each named after its judge
+(`crag/acc@exact`, `crag/acc@gpt-3.5-turbo`, ...; `hoprag.metrics.crag`). A
 metric that is undefined for the rows (nothing retrieved, no gold passages, no question with all gold
 retrieved, no ASQA question or no QA reader) is left out rather than reported as 0.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from hoprag.data.types import Passage, QAExample
 from hoprag.metrics.ambiguous import QAReader, TransformersReader, ambiguity_scores, asqa_disambig_f1
 from hoprag.metrics.answer import answer_contains, cover_em, exact_match, token_scores
-from hoprag.metrics.crag import Judge, crag_golds, crag_outcomes, outcome_scores, summary
+from hoprag.metrics.crag import Judge, crag_golds, crag_outcomes, entry_judge, judge_name, outcome_scores, summary
 from hoprag.metrics.retrieval import (
     Match,
     aggregate_passage_recall,
@@ -43,7 +44,8 @@ class EvalRow:
     PruneRAG's token-overlap match. `ambiguity` is the gold structure of an ASQA or AmbigDocs question
     (`QAExample.metadata["ambiguity"]`, see `hoprag.metrics.ambiguous`), None for other datasets. `crag`
     holds a CRAG question's categories (`hoprag.metrics.crag.GROUPS`), and once `MetricSuite.judge` has
-    judged the row its `outcome` and `judge_reply`; None for questions without CRAG's metadata.
+    judged the row its `outcome`, `judge_reply` and the `judge`'s name; None for questions without CRAG's
+    metadata.
     """
 
     prediction: str
@@ -56,9 +58,7 @@ class EvalRow:
     crag: Mapping[str, Any] | None = None
 
     @classmethod
-    def from_example(
-        cls, example: QAExample, prediction: str, retrieved: Sequence[Passage] = ()
-    ) -> EvalRow:
+    def from_example(cls, example: QAExample, prediction: str, retrieved: Sequence[Passage] = ()) -> EvalRow:
         """Gold titles are the supporting titles; gold passages are the texts of the example's context
         passages with a supporting title (empty for open-domain datasets without a context)."""
         supporting = set(example.supporting_titles)
@@ -114,7 +114,8 @@ class MetricSuite:
     `TransformersReader`) enables ASQA's `asqa/disambig_f1`; without one it is not reported.
     `crag_judge` decides CRAG answers that are neither missing nor an exact match (`hoprag.metrics.crag`;
     None: they count as hallucinations, reported as `crag/unjudged`), against the first gold answer only,
-    or every alias with `crag_alt_answers`.
+    or every alias with `crag_alt_answers`; CRAG's rates carry its `name` (`crag/acc@<name>`, `@exact`
+    without a judge), and a judge without one is refused here, before any question is asked.
     """
 
     ks: Sequence[int] = (5,)
@@ -133,6 +134,12 @@ class MetricSuite:
             raise ValueError(f"ks must be positive, got {self.ks}")
         if self.passage_match not in PASSAGE_MATCHES:
             raise ValueError(f"passage_match must be one of {PASSAGE_MATCHES}, got {self.passage_match!r}")
+        judge_name(self.crag_judge)  # refused now rather than when the first CRAG answer is scored
+
+    @property
+    def crag_judge_name(self) -> str:
+        """What CRAG's rates are named after (`hoprag.metrics.crag.judge_name`)."""
+        return judge_name(self.crag_judge)
 
     def answer_scores(self, row: EvalRow) -> dict[str, float]:
         """Per-question answer metrics as fractions (for traces and paired significance tests), with the
@@ -149,17 +156,17 @@ class MetricSuite:
         if row.ambiguity is not None:
             scores.update(ambiguity_scores(row.prediction, row.ambiguity))
         if row.crag is not None and "outcome" in row.crag:
-            scores.update(outcome_scores(row.crag["outcome"]))
+            scores.update(outcome_scores(row.crag["outcome"], entry_judge(row.crag)))
         return scores
 
     def judge(self, rows: Sequence[EvalRow]) -> list[EvalRow]:
-        """The rows with every CRAG question's outcome decided (one judge call for all that need it); rows
-        already judged, as the runner's records are, are kept as they are."""
+        """The rows with every CRAG question's outcome decided (one judge call for all that need it) and
+        the judge's name; rows already judged, as the runner's records are, are kept as they are."""
         todo = [i for i, row in enumerate(rows) if row.crag is not None and "outcome" not in row.crag]
         items = [(rows[i].question, crag_golds(rows[i].golds, self.crag_alt_answers), rows[i].prediction) for i in todo]
-        judged = list(rows)
+        judged, name = list(rows), self.crag_judge_name
         for i, (outcome, reply) in zip(todo, crag_outcomes(items, self.crag_judge)):
-            judged[i] = replace(rows[i], crag={**rows[i].crag, "outcome": outcome, "judge_reply": reply})
+            judged[i] = replace(rows[i], crag={**rows[i].crag, "outcome": outcome, "judge_reply": reply, "judge": name})
         return judged
 
     def _match(self) -> Match | None:
@@ -217,4 +224,3 @@ class MetricSuite:
         out["forget_rate"] = _pct(efr["forget_rate"])
         out["retrieval/all_gold_retrieved"] = _pct(efr["all_gold_retrieved_rate"])
         return out
-

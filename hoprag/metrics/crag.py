@@ -5,14 +5,25 @@ Each answer is one of three outcomes, decided in this order on stripped, lower-c
 1. **missing** when "i don't know" occurs anywhere in the prediction (a substring: "I don't know, maybe
    Paris" is missing, as in CRAG's script, P15);
 2. **correct** when it equals a gold answer exactly, without asking the judge;
-3. otherwise a judge decides: a reply whose lower-cased JSON has `accuracy` true (or "true") is
-   **correct**; any other reply, an unparsable one included (counted as a judge parse failure), is a
-   **hallucination**. Without a judge every non-match is a hallucination, counted as `unjudged`.
+3. otherwise a judge decides, shown the stripped question, golds and prediction in their own case (as
+   PruningRAG's evaluation sends them): a reply that is, lower-cased, one JSON object whose `accuracy` is
+   true (or "true") is **correct**; any other reply, an unparsable one included (counted as a judge parse
+   failure), is a **hallucination**. Without a judge every non-match is a hallucination, counted as
+   `unjudged`.
 
 The golds are the question's `answer` only (the code's evaluator), or `[answer] + alt_ans` with
 `alt_answers=True` (P14). Acc, Miss and Hall are the shares of the three outcomes, so Hall = 1 − Acc − Miss,
-and Score = Acc − Hall. A `Judge` is any callable from (question, golds, prediction) items to raw replies;
-the judges themselves (CRAG's LLM judge, the offline `NormalizedMatchJudge`) are in `hoprag.evaluation.judges`.
+and Score = Acc − Hall.
+
+Every rate names what decided it: `crag/acc@<judge>`, `crag/hall@<judge>`, `crag/miss@<judge>`,
+`crag/score@<judge>`, and per category `crag/<group>/<value>/<rate>@<judge>` beside the category's count
+`crag/<group>/<value>/n`; a plain `crag/acc` is never reported. `<judge>` is `exact` without a judge (every
+non-match a hallucination), else the judge's `name`: `rule` for the offline `NormalizedMatchJudge`, the
+model for an LLM judge (`gpt-3.5-turbo`, the paper's), `local-<model>` for one that runs here
+(`hoprag.evaluation.judges`). Miss does not depend on the judge, but carries its name too, so that a run's
+four rates are one family and read together. A `Judge` is any callable from (question, golds, prediction)
+items to raw replies; the metric suite takes only one with a `name` (`judge_name`), which the judged records
+keep, so a summary names its rates after the records, never after whatever suite reads them.
 """
 
 from __future__ import annotations
@@ -28,12 +39,39 @@ GROUPS = ("domain", "static_or_dynamic", "question_type")
 MISSING_MARK = "i don't know"
 # in the replies of a rule judge (`NormalizedMatchJudge`), so a run counts them as crag/rule_judged
 RULE_MARK = '"judge": "normalized_match"'
+# the judge name of a run without a judge: only "i don't know" and exact matches decide
+EXACT = "exact"
+# a judge name: lower-case, no "/" (the key's stages), no "@" (the key's judge) and no spaces
+JUDGE_NAME = re.compile(r"[a-z0-9][a-z0-9._+-]*")
 
 JudgeItem = tuple[str, Sequence[str], str]  # (question, golds, prediction)
 # judge(items) -> one raw reply per item, in order
 Judge = Callable[[list[JudgeItem]], list[str]]
 
-_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
+
+def judge_name(judge: Judge | None) -> str:
+    """What CRAG's rates are named after (`crag/acc@<name>`): `EXACT` without a judge, else the judge's own
+    `name`. A judge without one is refused: a rate must say what decided it (give a plain function a `name`
+    attribute, e.g. `judge.name = "my-rule"`)."""
+    if judge is None:
+        return EXACT
+    name = getattr(judge, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(
+            f"the CRAG judge {judge!r} has no `name`: CRAG metrics carry their judge's name (crag/acc@<name>), so "
+            "give it one (a `name` attribute), or use hoprag.evaluation.judges.LLMJudge / NormalizedMatchJudge"
+        )
+    if not JUDGE_NAME.fullmatch(name) or name == EXACT:
+        raise ValueError(
+            f"the CRAG judge's name {name!r} must be lower-case letters, digits and . _ + - (no / or @), and not "
+            f"{EXACT!r}, the name of judging without a judge"
+        )
+    return name
+
+
+def judged_key(rate: str, judge: str, group: str | None = None, value: Any = None) -> str:
+    """`crag/<rate>@<judge>`, or `crag/<group>/<value>/<rate>@<judge>` for a category's rate."""
+    return f"crag/{rate}@{judge}" if group is None else f"crag/{group}/{value}/{rate}@{judge}"
 
 
 def crag_golds(golds: Sequence[str], alt_answers: bool = False) -> list[str]:
@@ -42,39 +80,38 @@ def crag_golds(golds: Sequence[str], alt_answers: bool = False) -> list[str]:
 
 
 def parse_judgement(reply: str) -> bool | None:
-    """True / False from a judge reply, None when it holds no JSON object with an `accuracy` field.
+    """True / False from a judge reply, None when it is not one JSON object with an `accuracy` field.
 
-    The reply is lower-cased first (so "Accuracy": "True" reads); when the whole reply is not such an
-    object, each {...} in it is tried in turn (a model that wraps its object in prose or a code fence)."""
-    text = reply.strip().lower()
-    candidates = [text, *(m.group(0) for m in _OBJECT.finditer(text))]
-    for candidate in candidates:
-        try:
-            parsed = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(parsed, dict) and "accuracy" in parsed:
-            return parsed["accuracy"] is True or parsed["accuracy"] == "true"
+    Read as CRAG's and PruningRAG's evaluation code reads it: the whole reply, lower-cased (so "Accuracy":
+    "True" reads), parsed as JSON. An object wrapped in prose or a code fence is not read (None, a counted
+    parse failure, which their code counts as a wrong answer too)."""
+    try:
+        parsed = json.loads(reply.lower())
+    except json.JSONDecodeError:
+        return None
+    if isinstance(parsed, dict) and "accuracy" in parsed:
+        return parsed["accuracy"] is True or parsed["accuracy"] == "true"
     return None
 
 
 def crag_outcomes(items: Sequence[JudgeItem], judge: Judge | None = None) -> list[tuple[str, str | None]]:
     """(outcome, the judge's raw reply or None when it was not asked) per item; one judge call for all the
-    items that need it."""
-    cleaned = [(q, [g.strip().lower() for g in golds], p.strip().lower()) for q, golds, p in items]
+    items that need it, each sent stripped but in its own case."""
+    stripped = [(q.strip(), [g.strip() for g in golds], p.strip()) for q, golds, p in items]
     outcomes: list[tuple[str, str | None]] = []
     ask: list[int] = []
-    for i, (_, golds, prediction) in enumerate(cleaned):
+    for i, (_, golds, prediction) in enumerate(stripped):
+        prediction = prediction.lower()
         if MISSING_MARK in prediction:
             outcomes.append((MISSING, None))
-        elif prediction in golds:
+        elif prediction in {g.lower() for g in golds}:
             outcomes.append((CORRECT, None))
         else:
             outcomes.append((HALLUCINATION, None))
             ask.append(i)
     if judge is None or not ask:
         return outcomes
-    replies = judge([cleaned[i] for i in ask])
+    replies = judge([stripped[i] for i in ask])
     if len(replies) != len(ask):
         raise RuntimeError(f"the judge gave {len(replies)} replies to {len(ask)} items")
     for i, reply in zip(ask, replies):
@@ -82,10 +119,12 @@ def crag_outcomes(items: Sequence[JudgeItem], judge: Judge | None = None) -> lis
     return outcomes
 
 
-def outcome_scores(outcome: str) -> dict[str, float]:
-    """One question's share of each rate; their means over questions are Acc, Hall, Miss and Score."""
+def outcome_scores(outcome: str, judge: str) -> dict[str, float]:
+    """One question's share of each rate, named after its `judge`; their means over questions are Acc, Hall,
+    Miss and Score."""
     acc, hall = float(outcome == CORRECT), float(outcome == HALLUCINATION)
-    return {"crag/acc": acc, "crag/hall": hall, "crag/miss": float(outcome == MISSING), "crag/score": acc - hall}
+    shares = {"acc": acc, "hall": hall, "miss": float(outcome == MISSING), "score": acc - hall}
+    return {judged_key(rate, judge): share for rate, share in shares.items()}
 
 
 def rates(outcomes: Sequence[str]) -> dict[str, float]:
@@ -96,10 +135,25 @@ def rates(outcomes: Sequence[str]) -> dict[str, float]:
     return {"acc": acc, "hall": hall, "miss": miss, "score": acc - hall}
 
 
+def entry_judge(entry: Mapping[str, Any]) -> str:
+    """The judge name a judged CRAG record carries (records written before rates named their judge have
+    none: their run is rerun, not guessed at)."""
+    if "judge" not in entry:
+        raise ValueError(
+            "a CRAG record judged before CRAG metrics named their judge (no `judge` beside its `outcome`): "
+            "rerun it (overwrite=true) so that its rates say what decided them"
+        )
+    return entry["judge"]
+
+
 def summary(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
     """The judge's counts and the per-category breakdowns of judged questions, each entry being a
-    question's CRAG record (its `GROUPS`, `outcome` and `judge_reply`). Rates are percentages with one
-    decimal under `crag/<group>/<value>/`, with the group's question count `n`."""
+    question's CRAG record (its `GROUPS`, `outcome`, `judge_reply` and `judge`, which must be one for all).
+    Rates are percentages with one decimal under `crag/<group>/<value>/<rate>@<judge>`, beside the
+    group's question count `crag/<group>/<value>/n`."""
+    judges = sorted({entry_judge(e) for e in entries})
+    if len(judges) > 1:
+        raise ValueError(f"CRAG records judged by several judges {judges}: one run's rates have one judge")
     out: dict[str, float | int] = {
         "crag/unjudged": sum(e["outcome"] == HALLUCINATION and e["judge_reply"] is None for e in entries),
         "crag/judge_parse_failures": sum(
@@ -112,7 +166,8 @@ def summary(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
         for value in values:
             outcomes = [e["outcome"] for e in entries if str(e.get(group)) == value]
             out[f"crag/{group}/{value}/n"] = len(outcomes)
-            out.update({f"crag/{group}/{value}/{k}": round(100 * v, 1) for k, v in rates(outcomes).items()})
+            for rate, share in rates(outcomes).items():
+                out[judged_key(rate, judges[0], group, value)] = round(100 * share, 1)
     return out
 
 
@@ -121,4 +176,3 @@ def relative_gain(before: float, after: float, lower_is_better: bool = False) ->
     not copied): Acc 39.97 → 44.56 is +11.48; with `lower_is_better` (Hall, Miss) a drop is a gain."""
     change = (after - before) / before * 100
     return -change if lower_is_better else change
-

@@ -15,7 +15,8 @@ import logging
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ import numpy as np
 from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
-from hoprag.retrieval.manifest import check_manifest, new_manifest, read_manifest, write_manifest
+from hoprag.retrieval.manifest import IDS_FILE, check_manifest, new_manifest, read_ids, read_manifest, write_manifest
 
 if TYPE_CHECKING:
     from hoprag.retrieval.shards import ShardStore
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.faiss"
-IDS_FILE = "ids.json"
 EMBEDDINGS_FILE = "embeddings.npy"
 KIND = "dense"
 
@@ -57,7 +57,7 @@ def adapt_factory(factory: str, n_train: int) -> str:
     return re.sub(r"(?<![A-Za-z])PQ(\d+)(?:x(\d+))?(?=,|$)", pq, factory)
 
 
-def _release_freed_memory() -> None:
+def release_freed_memory() -> None:
     """Hand memory freed by the last chunk back to the OS (glibc only; elsewhere a no-op).
 
     Encoder activations differ in size from batch to batch, and glibc keeps the freed blocks, so without
@@ -97,25 +97,44 @@ def _gpu_builder(index: faiss.Index, faiss_factory: str, use_gpu: bool | str) ->
         return None
 
 
+def set_ef_construction(index: faiss.Index, value: int | None, factory: str) -> None:
+    """HNSW's efConstruction (candidates kept while linking a vector into the graph), set before anything is
+    added; a factory without an HNSW graph refuses it rather than ignoring it."""
+    if value is None:
+        return
+    graph = getattr(faiss.downcast_index(index), "hnsw", None)
+    if graph is None:
+        raise ValueError(f"index.ef_construction={value} needs an HNSW factory (e.g. HNSW32), not {factory!r}")
+    graph.efConstruction = value
+
+
 class DenseIndex:
     """Passage ids in index order, the FAISS index over their vectors, and the manifest of its build."""
 
     def __init__(
         self,
         index: faiss.Index,
-        ids: list[str],
+        ids: list[str] | Callable[[], list[str]],
         manifest: dict[str, Any],
         embeddings: np.ndarray | None = None,
         ef_search: int | None = None,
         nprobe: int | None = None,
         use_gpu: bool | str = "auto",
     ) -> None:
-        self.ids = ids
+        self._ids = ids
         self.manifest = manifest
         self.embeddings = embeddings
         self.on_gpu = False
         self.index = self._place(index, use_gpu)
         self.set_search_params(ef_search=ef_search, nprobe=nprobe)
+
+    @property
+    def ids(self) -> list[str]:
+        """Passage ids in index order; a loaded index reads them on first use only (searching needs rows, not
+        ids: wiki-18's 21M ids as Python strings would be gigabytes)."""
+        if callable(self._ids):
+            self._ids = self._ids()
+        return self._ids
 
     @property
     def dim(self) -> int:
@@ -145,6 +164,7 @@ class DenseIndex:
         embeddings_path: str | Path | None = None,
         corpus_fingerprint: str | None = None,
         progress: bool | None = None,
+        ef_construction: int | None = None,
     ) -> DenseIndex:
         """Encode `passages` chunk by chunk (`chunk_size` passages, encoded `batch_size` at a time) into a
         new index. Chunks larger than a batch let the encoder sort texts by length, wasting less padding.
@@ -167,6 +187,7 @@ class DenseIndex:
         for chunk, vectors in embedder.passage_chunks(passages, chunk_size, batch_size, show=progress):
             if index is None:
                 index = faiss.index_factory(vectors.shape[1], faiss_factory, faiss.METRIC_INNER_PRODUCT)
+                set_ef_construction(index, ef_construction, factory)
                 if embeddings_path is not None:
                     stored = np.lib.format.open_memmap(
                         embeddings_path, mode="w+", dtype=np.float32, shape=(n, vectors.shape[1])
@@ -183,7 +204,7 @@ class DenseIndex:
                     index.train(sample[:n_train])
                     index.add(sample)
                     untrained = []
-            _release_freed_memory()
+            release_freed_memory()
         embeddings = None
         if stored is not None:
             stored.flush()
@@ -199,6 +220,7 @@ class DenseIndex:
             num_passages=n,
             build_seconds=round(time.perf_counter() - started, 3),
             embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
+            **({"ef_construction": ef_construction} if ef_construction is not None else {}),
         )
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
 
@@ -215,6 +237,7 @@ class DenseIndex:
         nprobe: int | None = None,
         use_gpu: bool | str = "auto",
         embeddings_path: str | Path | None = None,
+        ef_construction: int | None = None,
     ) -> DenseIndex:
         """The index over every vector of a complete `ShardStore`, in corpus order: trained (IVF/PQ) on
         `train_size` vectors sampled uniformly with `seed`, then filled `chunk_size` vectors at a time, on
@@ -224,6 +247,7 @@ class DenseIndex:
         n_train = min(store.num_passages, train_size)
         faiss_factory = adapt_factory(factory, n_train)
         index = faiss.index_factory(store.dim, faiss_factory, faiss.METRIC_INNER_PRODUCT)
+        set_ef_construction(index, ef_construction, factory)
         target = _gpu_builder(index, faiss_factory, use_gpu) or index
         trained_on = 0 if index.is_trained else n_train
         if trained_on:
@@ -241,7 +265,7 @@ class DenseIndex:
                 if stored is not None:
                     stored[len(ids) + begin : len(ids) + begin + len(chunk)] = chunk
             ids.extend(store.ids(shard))
-            _release_freed_memory()
+            release_freed_memory()
         if target is not index:
             index = faiss.index_gpu_to_cpu(target)
         embeddings = None
@@ -261,6 +285,7 @@ class DenseIndex:
             embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
             shards={"directory": str(store.directory), "shard_size": store.shard_size, "dtype": plan["dtype"]},
             train_sample=trained_on,
+            **({"ef_construction": ef_construction} if ef_construction is not None else {}),
         )
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
 
@@ -281,12 +306,14 @@ class DenseIndex:
         corpus_fingerprint: str | None = None,
         *,
         factory: str | None = None,
+        ef_construction: int | None = None,
         ef_search: int | None = None,
         nprobe: int | None = None,
         use_gpu: bool | str = "auto",
     ) -> DenseIndex:
         """Load a saved index; IndexMismatchError if it was built by another embedder configuration,
-        over another corpus, or (when `factory` is given) with another index type."""
+        over another corpus, or (when `factory` / `ef_construction` are given) with another index type or
+        HNSW efConstruction."""
         directory = Path(directory)
         manifest = read_manifest(directory, KIND)
         expected: dict[str, Any] = dict(embedder.describe()) if embedder is not None else {}
@@ -294,9 +321,11 @@ class DenseIndex:
             expected["corpus_fingerprint"] = corpus_fingerprint
         if factory is not None:
             expected["factory"] = factory
+        if ef_construction is not None:
+            expected["ef_construction"] = ef_construction
         check_manifest(directory, manifest, expected)
         index = faiss.read_index(str(directory / INDEX_FILE))
-        ids = json.loads((directory / IDS_FILE).read_text(encoding="utf-8"))
+        ids = partial(read_ids, directory)
         embeddings_file = manifest.get("embeddings_file")
         embeddings = np.load(directory / embeddings_file, mmap_mode="r") if embeddings_file else None
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)

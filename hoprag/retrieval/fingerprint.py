@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
+from hoprag.data.corpus_identity import PassageDigest
+from hoprag.data.corpus_store import CorpusStore, MemoryCorpus
 from hoprag.data.types import Passage
 
 
-def corpus_fingerprint(passages: Iterable[Passage]) -> str:
-    """sha256 over every passage's id and contents, in order; streamed, so any corpus size works.
-
-    Fields are length-prefixed so that moving text between id, title and body changes the hash.
-    """
-    digest = hashlib.sha256()
-    for passage in passages:
-        for field in (passage.id, passage.title, passage.text):
-            data = field.encode("utf-8")
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
-    return digest.hexdigest()
+def corpus_fingerprint(passages: Iterable[Passage] | CorpusStore | MemoryCorpus) -> str:
+    """sha256 over every passage's id and contents, in order (`PassageDigest`); streamed, so any corpus size
+    works. A corpus store or memory corpus answers with the digest it already holds, without a pass."""
+    if isinstance(passages, (CorpusStore, MemoryCorpus)):
+        return passages.fingerprint
+    return PassageDigest().add_all(passages).hexdigest()

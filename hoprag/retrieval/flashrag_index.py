@@ -16,6 +16,7 @@ from typing import Any
 
 import faiss
 
+from hoprag.data.corpus_store import Corpus
 from hoprag.data.types import Passage
 from hoprag.paths import data_root
 from hoprag.retrieval.dense import KIND, DenseIndex
@@ -34,7 +35,7 @@ class PrebuiltDenseRetriever(DenseRetriever):
 
     def __init__(
         self,
-        corpus: Sequence[Passage],
+        corpus: Corpus | Sequence[Passage],
         embedder: Embedder,
         index_path: str | None = None,
         built_with: Mapping[str, Any] | None = None,
@@ -74,8 +75,11 @@ class PrebuiltDenseRetriever(DenseRetriever):
             "(e.g. embedder=e5_base for FlashRAG's e5 index), or correct retriever.built_with",
         )
         manifest["build_seconds"] = 0.0
-        ids = [p.id for p in self.passages]
-        self.index = DenseIndex(index, ids, manifest, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
+        self.index = DenseIndex(index, self._ids, manifest, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
         self.index_dir = path.parent
         self.from_cache = True
         self.build_seconds = 0.0
+
+    def _ids(self) -> list[str]:
+        """The corpus's ids in row order: read only if something asks the index for them (21M strings)."""
+        return [p.id for p in self.corpus]

@@ -5,6 +5,7 @@ them, so both name them here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from hoprag.retrieval.manifest import settings_digest, slug
 
 DEFAULT_INDEX = {
     "factory": "Flat",
+    "m": None,  # HNSW's M, as the factory names it (conf/index/hnsw.yaml: factory HNSW${.m}); checked against it
+    "ef_construction": None,  # HNSW's efConstruction (FAISS's default, 40, when None); part of the index's identity
     "ef_search": None,
     "nprobe": None,
     "use_gpu": "auto",
@@ -32,11 +35,26 @@ def _index_dir(cache_dir: str | None, kind: str, identity: Mapping[str, Any], *n
     return Path(cache_dir).expanduser() / kind / "-".join([*name, settings_digest(identity)])
 
 
-def dense_index_dir(cache_dir: str | None, embedder: Embedder, fingerprint: str, factory: str) -> Path | None:
-    """Where the dense index of (corpus, embedder, factory) lives; its identity holds the fields
+def build_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The index settings that decide a dense index's vectors and graph (beside the embedder and corpus): the FAISS
+    factory, and HNSW's efConstruction when set. Search settings (efSearch, nprobe) are not among them: they
+    change per run without a rebuild."""
+    factory, m = settings["factory"], settings.get("m")
+    if m is not None and not re.search(rf"HNSW{m}(?!\d)", factory):
+        raise ValueError(f"index.m={m} but the factory {factory!r} builds no HNSW{m} graph: set factory: HNSW{m}")
+    built = {"factory": factory}
+    if settings.get("ef_construction") is not None:
+        built["ef_construction"] = settings["ef_construction"]
+    return built
+
+
+def dense_index_dir(
+    cache_dir: str | None, embedder: Embedder, fingerprint: str, build: Mapping[str, Any]
+) -> Path | None:
+    """Where the dense index of (corpus, embedder, `build_settings`) lives; its identity holds the fields
     DenseIndex.load checks, so the directory name and the manifest check agree."""
-    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, "factory": factory}
-    return _index_dir(cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(factory))
+    identity = {**embedder.describe(), "corpus_fingerprint": fingerprint, **build}
+    return _index_dir(cache_dir, "dense", identity, fingerprint[:16], slug(embedder.name), slug(build["factory"]))
 
 
 def bm25_index_dir(cache_dir: str | None, fingerprint: str, settings: Mapping[str, Any]) -> Path | None:

@@ -18,6 +18,7 @@ import hoprag
 from hoprag.utils.contract import ContractMismatch, mismatches
 
 MANIFEST = "manifest.json"
+IDS_FILE = "ids.json"  # an index's passage ids, in index order
 
 
 class IndexMismatchError(ContractMismatch):
@@ -45,6 +46,11 @@ def read_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
     if manifest.get("kind") != kind:
         raise IndexMismatchError(f"{directory} holds a {manifest.get('kind')!r} index, not a {kind!r} one")
     return manifest
+
+
+def read_ids(directory: Path) -> list[str]:
+    """The passage ids a saved index keeps beside it: read only when asked for (at wiki-18 scale, 21M strings)."""
+    return json.loads((directory / IDS_FILE).read_text(encoding="utf-8"))
 
 
 REBUILD_HINT = "force=true rebuilds it in place (deleting it), or point cache_dir elsewhere"

@@ -1,7 +1,8 @@
 """The one retrieval interface every method uses: a batch of queries in, ranked passages out.
 
 Retrievers are built from a corpus (`Retriever(corpus=passages, ...)`, which is how Hydra `_partial_`
-configs finish them) and cache their index under `cache_dir`, one directory per corpus fingerprint and
+configs finish them): a list of passages, or a `CorpusStore` (wiki-18), which is read for the hits only. They
+cache their index under `cache_dir`, one directory per corpus fingerprint and
 per digest of the settings that decide the index, so a second run with the same corpus and settings
 loads instead of re-encoding, and indexes of other settings live beside it untouched.
 """
@@ -19,12 +20,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from hoprag.cost import Cost, charge_evenly
+from hoprag.data.corpus_store import Corpus, MemoryCorpus, as_corpus
 from hoprag.data.types import Passage
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
-from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
-from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
+from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError
 from hoprag.retrieval.sparse import BM25Index, lexical_hits
 
@@ -43,25 +44,24 @@ class Hit:
 
 
 class Retriever:
-    """Searches `passages` (the corpus, in index order); `calls` counts query strings searched (cost).
+    """Searches `corpus` in index order; `calls` counts query strings searched (cost).
 
-    Retrievers with an index report `build_seconds` (from the manifest when loaded) and `from_cache`.
-    Subclasses implement `_search`.
+    `corpus` is the corpus as the lookups see it (`take` rows, `rows_of` ids, `rows_with_titles`, `fingerprint`:
+    a `CorpusStore`, or a `MemoryCorpus` holding a given list); `passages` is the same corpus as a sequence (the
+    list given, or the store). Retrievers with an index report `build_seconds` (from the manifest when loaded)
+    and `from_cache`. Subclasses implement `_search`.
     """
 
     build_seconds: float = 0.0
     from_cache: bool = False
 
-    def __init__(self, corpus: Sequence[Passage]) -> None:
-        self.passages: list[Passage] = list(corpus)
-        self._by_id = {p.id: p for p in self.passages}
-        if len(self._by_id) != len(self.passages):
-            repeats = len(self.passages) - len(self._by_id)
-            raise ValueError(f"the corpus has duplicate passage ids ({repeats} repeats)")
+    def __init__(self, corpus: Corpus | Sequence[Passage]) -> None:
+        self.corpus: Corpus = as_corpus(corpus)
+        self.passages: Sequence[Passage] = self.corpus.list if isinstance(self.corpus, MemoryCorpus) else self.corpus
         self.calls = 0
 
     def get(self, passage_id: str) -> Passage:
-        return self._by_id[passage_id]
+        return self.corpus.get(passage_id)
 
     def search(
         self, queries: Sequence[str], k: int, costs: Sequence[Cost | None] | None = None, stage: str = "retrieval"
@@ -113,8 +113,10 @@ class Retriever:
         return self._ranked([[(i, s) for i, s in zip(ids, row_scores) if i >= 0] for ids, row_scores in rows])
 
     def _ranked(self, found: list[list[tuple[int, float]]]) -> list[list[Hit]]:
-        """Hits from per-query (row, score) pairs, best first, ranked from 1."""
-        return [[Hit(self.passages[i], s, rank) for rank, (i, s) in enumerate(pairs, start=1)] for pairs in found]
+        """Hits from per-query (row, score) pairs, best first, ranked from 1; the passages of all queries are
+        read from the corpus in one `take`."""
+        fetched = iter(self.corpus.take([row for pairs in found for row, _ in pairs]))
+        return [[Hit(next(fetched), s, rank) for rank, (_, s) in enumerate(pairs, start=1)] for pairs in found]
 
 
 def _cached(
@@ -139,13 +141,14 @@ def _cached(
 
 
 class DenseRetriever(Retriever):
-    """Embedding search over a FAISS index. `index` configures it (keys of DEFAULT_INDEX: FAISS `factory`,
-    `ef_search`, `nprobe`, `use_gpu`, build `chunk_size` and `train_size`, and `save_embeddings`, which
-    keeps a float32 memmap of the passage vectors in the cache directory as `.index.embeddings`)."""
+    """Embedding search over a FAISS index. `index` configures it (keys of DEFAULT_INDEX: FAISS `factory`, HNSW's
+    `ef_construction` (a build setting) and `ef_search`, IVF's `nprobe` (both per run, no rebuild), `use_gpu`,
+    build `chunk_size` and `train_size`, and `save_embeddings`, which keeps a float32 memmap of the passage
+    vectors in the cache directory as `.index.embeddings`)."""
 
     def __init__(
         self,
-        corpus: Sequence[Passage],
+        corpus: Corpus | Sequence[Passage],
         embedder: Embedder,
         index: Mapping[str, Any] | None = None,
         cache_dir: str | None = None,
@@ -161,13 +164,13 @@ class DenseRetriever(Retriever):
             raise TypeError(f"unknown dense index settings {sorted(unknown)}; known: {sorted(DEFAULT_INDEX)}")
         if settings["save_embeddings"] and cache_dir is None:
             raise ValueError("save_embeddings needs a cache_dir to keep the embeddings in")
-        factory = settings["factory"]
-        fingerprint = corpus_fingerprint(self.passages)
-        self.index_dir = dense_index_dir(cache_dir, embedder, fingerprint, factory)
+        build_keys = build_settings(settings)
+        fingerprint = self.corpus.fingerprint
+        self.index_dir = dense_index_dir(cache_dir, embedder, fingerprint, build_keys)
         search_params = {k: settings[k] for k in ("ef_search", "nprobe", "use_gpu")}
 
         def load() -> DenseIndex:
-            loaded = DenseIndex.load(self.index_dir, embedder, fingerprint, factory=factory, **search_params)
+            loaded = DenseIndex.load(self.index_dir, embedder, fingerprint, **build_keys, **search_params)
             if settings["save_embeddings"] and loaded.embeddings is None:
                 raise IndexMismatchError(
                     f"the index in {self.index_dir} was saved without its embeddings; it is left as it is: "
@@ -181,12 +184,13 @@ class DenseRetriever(Retriever):
             return DenseIndex.build(
                 self.passages,
                 embedder,
-                factory,
+                build_keys["factory"],
                 batch_size=batch_size,
                 chunk_size=settings["chunk_size"],
                 train_size=settings["train_size"],
                 embeddings_path=self.index_dir / "embeddings.npy" if settings["save_embeddings"] else None,
                 corpus_fingerprint=fingerprint,
+                ef_construction=settings["ef_construction"],
                 **search_params,
             )
 
@@ -212,7 +216,7 @@ class BM25Retriever(Retriever):
 
     def __init__(
         self,
-        corpus: Sequence[Passage],
+        corpus: Corpus | Sequence[Passage],
         cache_dir: str | None = None,
         force: bool = False,
         k1: float = 1.5,
@@ -221,14 +225,14 @@ class BM25Retriever(Retriever):
         stemmer: str | None = "english",
     ) -> None:
         super().__init__(corpus)
-        fingerprint = corpus_fingerprint(self.passages)
+        fingerprint = self.corpus.fingerprint
         settings = {"k1": k1, "b": b, "method": method, "stemmer": stemmer}
         self.index_dir = bm25_index_dir(cache_dir, fingerprint, settings)
         self.index, self.from_cache = _cached(
             self.index_dir,
             force,
             lambda: BM25Index.load(self.index_dir, fingerprint, **settings),
-            lambda: BM25Index.build(self.passages, corpus_fingerprint=fingerprint, **settings),
+            lambda: BM25Index.build(self.passages, corpus_fingerprint=fingerprint, workdir=cache_dir, **settings),
         )
         self.build_seconds = self.index.build_seconds
 
@@ -247,15 +251,15 @@ class FusionRetriever(Retriever):
 
     def __init__(
         self,
-        corpus: Sequence[Passage],
+        corpus: Corpus | Sequence[Passage],
         dense: Callable[..., Retriever] | Retriever,
         sparse: Callable[..., Retriever] | Retriever,
         rrf_k: int = 60,
         depth: int = 100,
     ) -> None:
         super().__init__(corpus)
-        self.dense = dense if isinstance(dense, Retriever) else dense(corpus=self.passages)
-        self.sparse = sparse if isinstance(sparse, Retriever) else sparse(corpus=self.passages)
+        self.dense = dense if isinstance(dense, Retriever) else dense(corpus=self.corpus)
+        self.sparse = sparse if isinstance(sparse, Retriever) else sparse(corpus=self.corpus)
         self.rrf_k = rrf_k
         self.depth = depth
         self.build_seconds = self.dense.build_seconds + self.sparse.build_seconds
@@ -268,5 +272,6 @@ class FusionRetriever(Retriever):
         for dense_hits, sparse_hits in zip(dense, sparse):
             rankings = [[h.passage.id for h in dense_hits], [h.passage.id for h in sparse_hits]]
             fused = reciprocal_rank_fusion(rankings, k=self.rrf_k)[:k]
-            results.append([Hit(self.get(i), score, rank) for rank, (i, score) in enumerate(fused, start=1)])
+            found = {h.passage.id: h.passage for h in [*dense_hits, *sparse_hits]}  # both sides' hits, read once
+            results.append([Hit(found[i], score, rank) for rank, (i, score) in enumerate(fused, start=1)])
         return results

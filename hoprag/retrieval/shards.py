@@ -41,7 +41,7 @@ from hoprag.data.types import Passage
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
-from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, dense_index_dir
+from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
 from hoprag.retrieval.sparse import BM25Index
 from hoprag.utils import progress as bars
@@ -322,7 +322,7 @@ def build_dense(
     num_passages, fingerprint = corpus.describe()
     if num_passages == 0:
         raise ValueError("cannot build a dense index over an empty corpus")
-    index_dir = dense_index_dir(str(cache_dir), embedder, fingerprint, factory)
+    index_dir = dense_index_dir(str(cache_dir), embedder, fingerprint, build_settings(settings))
     if not force and (index_dir / MANIFEST).is_file():
         manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
         return BuildResult("cached", index_dir, manifest["build_seconds"])
@@ -353,6 +353,7 @@ def build_dense(
         factory,
         train_size=settings["train_size"],
         chunk_size=settings["chunk_size"],
+        ef_construction=settings["ef_construction"],
         embeddings_path=index_dir / "embeddings.npy" if settings["save_embeddings"] else None,
         use_gpu=settings["use_gpu"],
     )
@@ -417,6 +418,8 @@ def build_bm25(
         return BuildResult("cached", index_dir, manifest["build_seconds"])
     if index_dir.exists():
         shutil.rmtree(index_dir)
-    built = BM25Index.build(corpus.passages(0, num_passages), corpus_fingerprint=fingerprint, **settings)
+    built = BM25Index.build(
+        corpus.passages(0, num_passages), corpus_fingerprint=fingerprint, workdir=cache_dir, **settings
+    )
     built.save(index_dir)
     return BuildResult("built", index_dir, built.build_seconds)

@@ -264,6 +264,7 @@ class ClassifierRouter:
         options: str = "tatqa",
         none_policy: str = "api",
         trained_on: Sequence[QAExample] = (),
+        export: str | None = None,
     ) -> None:
         self.embedder = embedder
         self.head = head.eval()
@@ -273,6 +274,7 @@ class ClassifierRouter:
                              f"{self.options.name}")  # fmt: skip
         self.none_policy = check_none_policy(none_policy)
         self.trained_on = list(trained_on)
+        self.kind, self.export = "classifier", export  # what a run reports as `run.router` / `run.router_export`
 
     @classmethod
     def load(cls, directory: str | Path, options: str | OptionSet | None = None) -> ClassifierRouter:
@@ -285,7 +287,7 @@ class ClassifierRouter:
                              "load it with LabelClassifier")  # fmt: skip
         wanted = option_set(settings["options"] if options is None else options)
         check_router_export(directory, settings, {"options": wanted.name, "letters": list(wanted.letters)})
-        return cls(load_embedder(settings), head, wanted.name, settings["none_policy"], trained_on)
+        return cls(load_embedder(settings), head, wanted.name, settings["none_policy"], trained_on, str(directory))
 
     def check_unseen(self, examples: Sequence[QAExample]) -> None:
         """Refuse to evaluate on questions (or contexts, or question texts) this router was trained on."""

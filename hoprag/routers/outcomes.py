@@ -8,9 +8,10 @@ evaluator (`hoprag.metrics.crag`), and the sources whose answer was correct beco
 Answers and outcomes are appended to a JSONL cache batch by batch, one line per (question, configuration),
 so a rerun asks no LLM twice and a crashed run resumes where it stopped. A line carries two fingerprints:
 `settings`, of what shapes that configuration's answer (the method config without the fixed sources and the
-router, restricted to the configuration's own sources, and the LLM), and `judge`, of the judge and the golds
-it reads. An answer is reused only under equal `settings`, its outcome only under an equal `judge` too (a
-new judge re-judges cached answers without answering again); lines of other settings stay, unused.
+router, restricted to the configuration's own sources, and the LLM), and `judge`, of the judge, the golds it
+reads and its prompt (`LLMJudge.prompt_id`). An answer is reused only under equal `settings`, its
+outcome only under an equal `judge` too (a new judge, or a new prompt, re-judges cached answers without
+answering again); lines of other settings stay, unused.
 A configuration naming a source that is not available (a null source, e.g. the mock API offline) is
 skipped and counted, and the back-off never picks its sources.
 """
@@ -32,7 +33,7 @@ from hoprag.config import plain, select_settings
 from hoprag.cost import Cost
 from hoprag.data.records import DataFormatError
 from hoprag.data.types import QAExample
-from hoprag.metrics.crag import CORRECT, HALLUCINATION, MISSING, Judge, crag_golds, crag_outcomes
+from hoprag.metrics.crag import CORRECT, HALLUCINATION, MISSING, Judge, crag_golds, crag_outcomes, judge_name
 from hoprag.routers.labels import CRAG_PRIORITY, outcome_labels
 from hoprag.utils.run_control import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
 
@@ -314,7 +315,16 @@ class OutcomeLabeller:
 
     def judge_settings(self) -> str:
         judge = select_settings({"judge": self.judge_cfg}, ("judge",), IGNORED)
-        return fingerprint({**judge, "alt_answers": self.alt_answers})
+        return fingerprint({**judge, "alt_answers": self.alt_answers, "judge_prompt": self.judge_prompt()})
+
+    def judge_prompt(self) -> str | None:
+        """The judge's prompt id (`hoprag.evaluation.judges.LLMJudge.prompt_id`; None for a judge without a
+        prompt, or none), read off its class without building it."""
+        if self.judge_cfg is None:
+            return None
+        from hydra.utils import get_class
+
+        return getattr(get_class(self.judge_cfg["_target_"]), "prompt_id", None)
 
     def method(self, configuration: Configuration) -> Answerer | None:
         """PruningRAG answering from exactly `configuration` (the LLM and sources built once, on first use)."""
@@ -325,6 +335,28 @@ class OutcomeLabeller:
         if self._partial is None:
             self.llm, self._partial = instantiate(self.llm_cfg), instantiate(self.method_cfg)
         return self._partial(llm=self.llm, strategy="fixed", fixed=list(configuration))
+
+    def provenance(self) -> dict[str, Any]:
+        """How the labels are made, for the router's export (and every run that routes with it): outcome labels,
+        the answering LLM, the configurations tried and the judge's name (`exact`, `rule` for the offline aid,
+        the judge model otherwise; `hoprag.metrics.crag.judge_name`)."""
+        from hydra.utils import get_class
+
+        llm = self.llm_cfg.get("name") or self.llm_cfg.get("model") or get_class(self.llm_cfg["_target_"]).name
+        return {"labels": "outcome", "judge": self.judge_name(), "answering_llm": llm,
+                "configurations": [list(c) for c in self.configurations]}  # fmt: skip
+
+    def judge_name(self) -> str:
+        """The judge's name without building the judge (an API judge's key is needed only to judge): its class's
+        `name`, or for an LLM judge the name its LLM gives it (`name_for`)."""
+        if self.judge_cfg is None:
+            return judge_name(None)
+        from hydra.utils import get_class, instantiate
+
+        judge_class = get_class(self.judge_cfg["_target_"])
+        if hasattr(judge_class, "name_for"):
+            return judge_class.name_for(instantiate(self.judge_cfg["llm"]))  # an LLM object: no weights load
+        return judge_name(judge_class())
 
     def judge(self, items: list) -> list[str]:
         if self._judge is None:

@@ -5,8 +5,8 @@ the guidelines (a false premise → exactly `invalid question`; unsure → `I do
 references may be used, also unsupported by them → `I don't know`, and a grounding line: the "LLM + source"
 variants drop both, as the code's LLM_WEB / LLM_KG / LLM_ALL prompts do; short answers), optional false-premise
 examples (ICL, N per prompt, from the query's own domain as the code's routed pipeline does, or from other domains
-as the paper recommends), then `### Query Time`, `### References`, `### Question` and the cue: `### Answer`,
-or `### Thought` for the chain-of-thought variant, whose answer is read after `### Final Answer`.
+as the paper recommends: `icl_examples`), then `### Query Time`, `### References`, `### Question` and the cue:
+`### Answer`, or `### Thought` for the chain-of-thought variant, whose answer is read after `### Final Answer`.
 """
 
 from __future__ import annotations
@@ -18,26 +18,59 @@ from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt
 SYSTEM = "You are a helpful assistant."
 FINAL_MARKER = "### Final Answer"
 IDK = "i don't know"
-# one false-premise question per CRAG domain (our wording of the kinds the spec lists), with why it is invalid
+# CRAG's domains in the fixed order the cross-domain examples cycle through
+DOMAINS = ("sports", "finance", "music", "movie", "open")
+# three false-premise questions per domain (our wording), each with why it is invalid; the first of each is
+# the kind the spec lists (§7), the others are further real false premises of the same domain
 FALSE_PREMISES = {
-    "sports": ("What was the final score of OKC's game today?", "OKC did not play a game that day."),
-    "finance": ("Which stock performed worst this week, Amazon?", "the question names one stock as a set."),
-    "music": ("How long was Phil Rudd the drummer of Van Halen?", "Phil Rudd drummed for AC/DC, not Van Halen."),
-    "movie": ("When was Soul released on Hulu?", "Soul was released on Disney+, not Hulu."),
-    "open": ("When did Hamburg become the biggest city in Germany?", "Berlin, not Hamburg, is the biggest."),
-}
+    "sports": (
+        ("What was the final score of OKC's game today?", "OKC did not play a game that day."),
+        ("How many NBA championships did Charles Barkley win?", "Charles Barkley never won an NBA title."),
+        ("In which year did Lionel Messi win the Ballon d'Or as a Real Madrid player?",
+         "Messi never played for Real Madrid."),
+    ),
+    "finance": (
+        ("Which stock performed worst this week, Amazon?", "the question names one stock as a set."),
+        ("What dividend did Berkshire Hathaway pay per share in 2023?", "Berkshire Hathaway pays no dividend."),
+        ("How much did Tesla pay to acquire Twitter in 2022?", "Elon Musk, not Tesla, bought Twitter."),
+    ),
+    "music": (
+        ("How long was Phil Rudd the drummer of Van Halen?", "Phil Rudd drummed for AC/DC, not Van Halen."),
+        ("On which Beatles album did Mick Jagger sing lead vocals?", "Mick Jagger sang for the Rolling Stones."),
+        ("How many Grammys did Bob Marley win while he was alive?", "Bob Marley won no Grammy in his lifetime."),
+    ),
+    "movie": (
+        ("When was Soul released on Hulu?", "Soul was released on Disney+, not Hulu."),
+        ("Which Oscar did Leonardo DiCaprio win for Titanic?", "DiCaprio was not nominated for Titanic."),
+        ("Which Pixar film did Hayao Miyazaki direct?", "Miyazaki directed for Studio Ghibli, never for Pixar."),
+    ),
+    "open": (
+        ("When did Hamburg become the biggest city in Germany?", "Berlin, not Hamburg, is the biggest."),
+        ("In which year did Canada adopt the euro?", "Canada uses the Canadian dollar, never the euro."),
+        ("When did Albert Einstein win his second Nobel Prize?", "Einstein won one Nobel Prize, in physics."),
+    ),
+}  # fmt: skip
+MAX_ICL = 3  # Table 5's N (the code's `icl`, 0-3)
 
 
 def icl_examples(domain: str | None, n: int, cross_domain: bool) -> list[tuple[str, str]]:
-    """N false-premise examples: the query's own domain first (the code), or only other domains (the paper's
-    N*), in a fixed order."""
-    if n < 0 or n > len(FALSE_PREMISES):
-        raise ValueError(f"icl must be in 0..{len(FALSE_PREMISES)}, got {n}")
-    if cross_domain:
-        pool = [d for d in FALSE_PREMISES if d != domain]
-    else:
-        pool = ([domain] if domain in FALSE_PREMISES else []) + [d for d in FALSE_PREMISES if d != domain]
-    return [FALSE_PREMISES[d] for d in pool[:n]]
+    """The `n` (0-3) false-premise examples a question of `domain` is shown, always the same ones.
+
+    Same domain (`cross_domain=False`, the code's routed pipeline): the first `n` examples of that domain.
+    Cross domain (the paper's N*, Table 5): the first example of each of the `n` domains that follow the
+    question's own in `DOMAINS`, cyclically (music: movie, open, sports), so none is from its domain and the
+    examples differ between domains. A domain outside `DOMAINS` (or None: no domain known) has no examples of
+    its own: both modes give the first example of the first `n` domains of `DOMAINS`.
+    """
+    if not 0 <= n <= MAX_ICL:
+        raise ValueError(f"icl must be in 0..{MAX_ICL}, got {n}")
+    if domain not in FALSE_PREMISES:
+        return [FALSE_PREMISES[d][0] for d in DOMAINS[:n]]
+    if not cross_domain:
+        return list(FALSE_PREMISES[domain][:n])
+    at = DOMAINS.index(domain)
+    following = DOMAINS[at + 1 :] + DOMAINS[:at]
+    return [FALSE_PREMISES[d][0] for d in following[:n]]
 
 
 def answer_prompt(
@@ -82,4 +115,4 @@ def final_answer(output: str, cot: bool) -> tuple[str, bool]:
     at = output.rfind(FINAL_MARKER)
     if at < 0:
         return IDK, False
-    return output[at + len(FINAL_MARKER):].strip(" :\n"), True
+    return output[at + len(FINAL_MARKER) :].strip(" :\n"), True

@@ -90,10 +90,14 @@ class LLMRouter:
         self.parse_failures = 0
         self.trained_on: list[QAExample] = []
         adapter = getattr(llm, "adapter", None)
+        # what a run reports as `run.router`: the un-tuned prompt (Table 8's "w/o fine-tuning") or an adapter
+        self.kind, self.export = ("tuned", str(adapter)) if adapter else ("untuned", None)
+        self.labelled_by: dict[str, Any] | None = None
         if adapter:
             settings = read_router_settings(resolve_model_ref(adapter))
             check_router_export(adapter, settings, router_contract(self.options, getattr(llm, "model", None)))
             self.trained_on = [from_question_record(r) for r in settings.get("trained_on", [])]
+            self.labelled_by = settings.get("labelled_by")  # absent in exports made before labels were recorded
 
     def check_unseen(self, examples: Sequence[QAExample]) -> None:
         """Refuse to route questions (or contexts, or question texts) the tuned router was trained on."""

@@ -1,4 +1,4 @@
-"""LoRA SFT of an LLM source router: `python train.py +model=source_router` (spec/pruningrag.md §5.3).
+"""LoRA SFT of an LLM source router: `python train.py +model=source_router_crag` (CRAG) or `+model=router_tatqa` (spec/pruningrag.md §5.3).
 
 The router reads the option set's prompt (chat template, the question alone) and is taught to answer with
 the target option letter and the end-of-turn token; the loss covers those target tokens only (prompt labels
@@ -36,6 +36,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from hoprag.data.dataset import QADataset
+from hoprag.data.heldout import context_of, question_key
 from hoprag.data.types import QAExample
 from hoprag.llm.hf import DEFAULT_MODEL
 from hoprag.llm.tokenizer import load_tokenizer, render_prompt
@@ -47,7 +48,7 @@ from hoprag.routers.router import check_none_policy, option_set
 from hoprag.training.budget import WallClockBudget
 from hoprag.training.exports import SETTINGS_FILE, question_record
 from hoprag.training.sampler import LengthGroupedSampler
-from hoprag.training.splits import check_disjoint, context_of, question_key, split_by_context
+from hoprag.training.splits import check_disjoint, split_by_context
 
 LABELS = ("gold", "outcome")
 IGNORE = -100
@@ -168,6 +169,11 @@ class SourceRouterDataModule(L.LightningDataModule):
             raise ValueError("labels=outcome needs a labeller (hoprag.routers.outcomes.OutcomeLabeller)")
         self.labels, self.labeller, self.eval_split = labels, labeller, eval_split
         self.label_summary: dict[str, Any] = {}
+        # how the labels were made, written into the export: gold labels, or outcomes (judge, answering LLM)
+        provenance = getattr(labeller, "provenance", None)  # OutcomeLabeller's; a bare callable says no more
+        self.labelled_by: dict[str, Any] = (
+            {"labels": labels} if labels == "gold" or provenance is None else provenance()
+        )
         self.data = data
         self.tokenizer_ref = tokenizer
         self.cache_dir = cache_dir
@@ -281,6 +287,7 @@ class SourceRouterModule(L.LightningModule):
         self.register_buffer("weights", torch.ones(len(self.option_set.letters)), persistent=False)
         self.strict_loading = False  # checkpoints hold the adapter only (on_save_checkpoint)
         self.trained_on: list[dict[str, str]] = []
+        self.labelled_by: dict[str, Any] = {}
         self._seen: dict[str, list[list[int]]] = {}
         self.budget = WallClockBudget(train_minutes)
 
@@ -288,6 +295,7 @@ class SourceRouterModule(L.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None)  # set up before the module (Lightning's order)
         if datamodule is not None:
             self.trained_on = [question_record(ex) for ex in datamodule.trained_on]
+            self.labelled_by = dict(datamodule.labelled_by)
             if self.hparams.class_weights == "balanced":
                 letters = torch.tensor([item["letter"] for item in datamodule.sets["fit"]])
                 counts = torch.bincount(letters, minlength=len(self.weights)).float()
@@ -363,9 +371,11 @@ class SourceRouterModule(L.LightningModule):
         keep = self._trainable_keys()
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
         checkpoint["trained_on"] = self.trained_on
+        checkpoint["labelled_by"] = self.labelled_by
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.trained_on = checkpoint.get("trained_on", self.trained_on)
+        self.labelled_by = checkpoint.get("labelled_by", self.labelled_by)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Load an adapter-only state dict (a checkpoint's) into the adapter; the frozen base stays as loaded.
@@ -390,5 +400,6 @@ class SourceRouterModule(L.LightningModule):
             "none_policy": self.hparams.none_policy,
             "prompt_version": prompt_version(self.option_set),
             "trained_on": self.trained_on,
+            "labelled_by": self.labelled_by,  # e.g. outcome labels judged by the offline rule aid: said by every run
         }
         (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")

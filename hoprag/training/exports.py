@@ -9,10 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hoprag.data.heldout import SETTINGS_FILE, context_of
 from hoprag.data.types import QAExample
-from hoprag.training.splits import context_of
-
-SETTINGS_FILE = "router.json"
 
 
 def question_record(ex: QAExample) -> dict[str, str]:
@@ -30,6 +28,6 @@ def read_router_settings(directory: str | Path) -> dict[str, Any]:
     embedder) and on (`trained_on`, question records)."""
     path = Path(directory) / SETTINGS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: a router export (train.py +model=source_router, "
+        raise FileNotFoundError(f"{path} is missing: a router export (train.py +model=router_tatqa or source_router_crag, "
                                 "+model=router_classifier) writes it beside its weights")  # fmt: skip
     return json.loads(path.read_text(encoding="utf-8"))

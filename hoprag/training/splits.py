@@ -13,17 +13,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from hoprag.data.heldout import context_of, question_key
 from hoprag.data.types import QAExample
-
-
-def context_of(example: QAExample) -> str:
-    """The context a question was asked of: TAT-QA's table uid, else the question itself."""
-    return str(example.metadata.get("context_uid", example.id))
-
-
-def question_key(example: QAExample) -> str:
-    """The question text as a router reads it, up to case and spacing."""
-    return " ".join(example.question.lower().split())
 
 
 def _groups(examples: Sequence[QAExample]) -> list[list[int]]:

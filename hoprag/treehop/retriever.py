@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from hoprag.data.corpus_store import Corpus
 from hoprag.data.types import Passage
 from hoprag.retrieval.dense import DenseIndex
 from hoprag.retrieval.retrievers import DenseRetriever, Hit, Retriever
@@ -59,7 +60,7 @@ class TreeHopRetriever(Retriever):
 
     def __init__(
         self,
-        corpus: Sequence[Passage],
+        corpus: Corpus | Sequence[Passage],
         dense: Callable[..., DenseRetriever] | DenseRetriever,
         ckpt: str | None = None,
         n_hops: int = 2,
@@ -68,8 +69,8 @@ class TreeHopRetriever(Retriever):
         official_rank_quirk: bool = False,
     ) -> None:
         super().__init__(corpus)
-        self.dense = dense if isinstance(dense, DenseRetriever) else dense(corpus=self.passages)
-        if [p.id for p in self.dense.passages] != [p.id for p in self.passages]:
+        self.dense = dense if isinstance(dense, DenseRetriever) else dense(corpus=self.corpus)
+        if self.dense.corpus is not self.corpus and self.dense.corpus.fingerprint != self.corpus.fingerprint:
             raise ValueError("the dense retriever was built over another corpus than the TreeHop retriever")
         self.embedder = self.dense.embedder
         self.vectors = passage_vectors(self.dense.index)
@@ -103,8 +104,6 @@ class TreeHopRetriever(Retriever):
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         results = self.tree(self.embedder.encode_queries(queries), k)
-        hits = []
-        for result in results:
-            ranked = [(row, s) for rows, scores in zip(result.hops, result.scores) for row, s in zip(rows, scores)]
-            hits.append([Hit(self.passages[row], score, rank) for rank, (row, score) in enumerate(ranked, 1)])
-        return hits
+        return self._ranked(
+            [[(row, s) for rows, scores in zip(r.hops, r.scores) for row, s in zip(rows, scores)] for r in results]
+        )

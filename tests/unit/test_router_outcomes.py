@@ -60,13 +60,13 @@ def test_outcomes_are_judged_then_labelled_by_priority_and_the_similar_question_
 
     def judge(items):
         judged.extend(items)
-        return ['{"Accuracy": "True"}' if p.startswith("london") else '{"Accuracy": "False"}' for _, _, p in items]
+        return ['{"Accuracy": "True"}' if p.startswith("London") else '{"Accuracy": "False"}' for _, _, p in items]
 
     result = run(examples, OutcomeCache(tmp_path / CACHE_FILE), replies, [], judge=judge, batch_size=2)
     assert [set(c) for c in result.correct] == [{"web", "api"}, {"llm"}, set(), set(), set()]
     assert result.labels == [("api",), ("llm",), ("llm",), ("api",), ("api",)]
-    # exact matches and "i don't know" (a substring: missing) never reach the judge
-    assert sorted(p for _, _, p in judged) == ["london, england", "madrid"]
+    # exact matches and "i don't know" (a substring: missing) never reach the judge, the rest in their own case
+    assert sorted(p for _, _, p in judged) == ["London, England", "Madrid"]
     summary = result.summary
     assert summary["questions"] == 5 and summary["backoff"] == 3 and summary["unavailable"] == []
     assert summary["correct"] == {"api": 1, "web": 1, "llm": 1} and summary["answer_llm_calls"] == 15
@@ -178,6 +178,16 @@ QUESTIONS = [crag("q1", ["paris"]), crag("q2", ["london"]), crag("q3", ["rome"])
 
 def labeller(tmp_path, method=METHOD, llm=LLM, **kwargs) -> OutcomeLabeller:
     return OutcomeLabeller(method, llm, configurations=CONFIGS, cache_dir=str(tmp_path), **kwargs)
+
+
+def test_the_labellers_judge_fingerprint_follows_the_judge_and_its_prompt(tmp_path, monkeypatch):
+    rule = {"_target_": "hoprag.evaluation.judges.NormalizedMatchJudge"}
+    judge = {"_target_": "hoprag.evaluation.judges.LLMJudge", "llm": {"_target_": "hoprag.llm.ScriptedLLM"}}
+    first = labeller(tmp_path, judge=judge).judge_settings()
+    assert labeller(tmp_path, judge=judge).judge_settings() == first
+    assert len({first, labeller(tmp_path, judge=rule).judge_settings(), labeller(tmp_path).judge_settings()}) == 3
+    monkeypatch.setattr("hoprag.evaluation.judges.LLMJudge.prompt_id", "another-prompt")
+    assert labeller(tmp_path, judge=judge).judge_settings() != first  # a new judge prompt re-judges cached answers
 
 
 def test_the_labeller_answers_with_pruningrag_per_source_and_a_rerun_builds_no_model(tmp_path):

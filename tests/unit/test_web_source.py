@@ -1,11 +1,14 @@
 """PruningRAG's web-page pruning on the bundled CRAG pages (spec/pruningrag.md §6.1, behaviours 7–10):
-200-token cl100k chunks without overlap, body and snippet apart, BM25 only for many pages, dense top-3 by
-cosine, and the references as the prompt shows them."""
+200-token cl100k chunks without overlap (or with one, Figure 7), body and snippet apart, HTML converted or
+Markdown (RM3QA) read as it is, BM25 only for many pages, dense top-3 by cosine, and the references as the prompt
+shows them. The hybrid choice is tested in test_web_hybrid.py."""
 
 from __future__ import annotations
 
 import html
+import itertools
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -111,6 +114,78 @@ def test_the_splitter_keeps_markdown_sections_together_and_falls_back_to_finer_b
     assert split_text(" \n ", len, 4, web.TEXT_SEPARATORS) == []
 
 
+def shared_words(before: str, after: str) -> str:
+    """The longest end of `before` that `after` starts with."""
+    return next((after[:k] for k in range(min(len(before), len(after)), 0, -1) if before.endswith(after[:k])), "")
+
+
+def test_with_an_overlap_each_chunk_starts_with_the_last_words_of_the_one_before():
+    def words(text: str) -> int:
+        return len(text.split())
+
+    text = " ".join(f"w{i}" for i in range(20))
+    assert split_text(text, words, 6, web.TEXT_SEPARATORS, overlap=2) == [
+        "w0 w1 w2 w3 w4 w5", "w4 w5 w6 w7 w8 w9", "w8 w9 w10 w11 w12 w13", "w12 w13 w14 w15 w16 w17",
+        "w16 w17 w18 w19",
+    ]  # fmt: skip
+    # whole words across a paragraph break, within the room the next paragraph leaves
+    assert split_text("a b c\n\nd e f\n\ng h i", words, 7, web.TEXT_SEPARATORS, overlap=2) == [
+        "a b c\n\nd e f",
+        "e f\n\ng h i",
+    ]
+    assert split_text("a b c\n\nd e f g\n\nh i j k l", words, 7, web.TEXT_SEPARATORS, overlap=4) == [
+        "a b c\n\nd e f g",
+        "f g\n\nh i j k l",
+    ]  # the last paragraph's 5 words leave room for 2
+    long = "a b c d\n\n" + " ".join(f"x{i}" for i in range(9))  # a paragraph too long alone: split with the overlap
+    assert split_text(long, words, 6, web.TEXT_SEPARATORS, overlap=2) == [
+        "a b c d",
+        "c d\n\nx0 x1 x2 x3",
+        "x2 x3 x4 x5 x6 x7",
+        "x6 x7 x8",
+    ]
+    assert split_text(text, words, 6, web.TEXT_SEPARATORS) == split_text(text, words, 6, web.TEXT_SEPARATORS, 0)
+    for bad in (-1, 6):
+        with pytest.raises(ValueError, match="overlap"):
+            split_text(text, words, 6, web.TEXT_SEPARATORS, overlap=bad)
+    with pytest.raises(ValueError, match="chunk_overlap"):
+        WebSource(HashEmbedder(), chunk_size=50, chunk_overlap=50, cache=False)
+
+
+def test_a_50_token_overlap_on_the_bundled_pages_keeps_chunks_within_200_tokens(crag, cache):
+    source = WebSource(HashEmbedder(), chunk_overlap=50, cache_dir=cache)
+    count = token_counter()
+    shared = []
+    for example in crag.examples[:5]:
+        for p in pages_of(example):
+            for text, separators in ((source.markdown(p["page_result"]), web.MARKDOWN_SEPARATORS),
+                                     (html.unescape(p["page_snippet"]), web.TEXT_SEPARATORS)):  # fmt: skip
+                chunks = source._split(text, separators)
+                assert all(count(c) <= 200 for c in chunks)
+                pairs = list(itertools.pairwise(chunks))
+                assert all(shared_words(a, b) != b for a, b in pairs)  # never a chunk of overlap alone
+                shared += [count(shared_words(a, b)) for a, b in pairs]
+    assert len(shared) > 100 and max(shared) <= 50
+    assert sum(n >= 40 for n in shared) > 0.85 * len(shared)  # short only where the next piece needs the room
+    assert len(source.chunks(pages_of(crag.examples[0]))) > len(WebSource(HashEmbedder(), cache_dir=cache).chunks(
+        pages_of(crag.examples[0])))  # fmt: skip
+
+
+def test_markdown_pages_are_chunked_as_they_are_without_conversion(monkeypatch):
+    def no_conversion(page):
+        raise AssertionError("converted")
+
+    monkeypatch.setattr(web, "html_to_markdown", no_conversion)
+    source = WebSource(HashEmbedder(), pages_format="markdown", cache=False)
+    markdown = "# Paris\n\nParis is the capital of **France**."
+    assert [c.text for c in source.chunks([page(markdown, "Paris &amp; France")])] == [markdown, "Paris & France"]
+    tally = Counter()
+    assert [c.text for c in source.chunks([page("", "only the snippet")], tally)] == ["only the snippet"]
+    assert tally["pages_without_html"] == 1 and tally["pages_without_content"] == 0
+    with pytest.raises(ValueError, match="pages_format"):
+        WebSource(HashEmbedder(), pages_format="pdf")
+
+
 def test_another_tokenizer_measures_the_chunks(crag, cache):
     source = WebSource(HashEmbedder(), chunk_size=50, tokenizer=MINILM, cache_dir=cache)
     minilm = token_counter(MINILM)
@@ -166,6 +241,20 @@ def test_dense_top3_is_sorted_by_cosine_and_deterministic(crag, source):
         scores = [cosine[c.id] for c in kept]
         assert len(kept) == 3 and scores == sorted(scores, reverse=True)
         assert all(scores[-1] >= s - 1e-6 for cid, s in cosine.items() if cid not in {c.id for c in kept})
+
+
+def test_a_framework_k_and_repeated_searches_of_the_same_pages_encode_each_chunk_once(crag, cache):
+    """Under "+ Pruning" a framework searches its question's pages once a round with its own k (and HyDE by
+    vector): the chunks are encoded on the first search only, and the same query ranks them alike."""
+    source = WebSource(HashEmbedder(), cache_dir=cache)
+    pages = [pages_of(crag.examples[0])]
+    question = [crag.examples[0].question]
+    first = source.retrieve(question, pages, top_k=5)
+    encoded = list(source.embedder.calls)
+    again = source.retrieve(question, pages, top_k=5)
+    assert len(first[0]) == 5 and again == first and source.embedder.calls == [*encoded, 1]  # the query alone
+    by_vector = source.retrieve(question, pages, top_k=5, query_vectors=source.embedder.encode_queries(question))
+    assert by_vector == first and source.retrieve(question, pages)[0] == first[0][:3]  # its own top_k: 3
 
 
 def test_fewer_chunks_than_k_are_all_returned(source):

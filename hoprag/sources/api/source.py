@@ -75,6 +75,7 @@ class APISource:
     """Fetches mock-API passages for a batch of CRAG questions; see the module docstring."""
 
     origin = "api"
+    uses_domain = True  # PruningRAG's pruning gives it the question's domain classifier (`domain=`), shared
 
     def __init__(
         self,
