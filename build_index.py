@@ -32,6 +32,8 @@ from hoprag.data.fetch import ensure_file
 from hoprag.data.store_build import open_corpus_store
 from hoprag.paths import data_root
 from hoprag.retrieval.shards import BuildResult, build_bm25, build_dense, parse_worker
+from hoprag.utils import quiet
+from hoprag.utils.run_dirs import leaves_no_empty_run
 
 log = logging.getLogger(__name__)
 register_resolvers()
@@ -52,8 +54,10 @@ def index_parts(retriever: DictConfig) -> Iterator[DictConfig]:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="build_index")
+@leaves_no_empty_run
 def main(cfg: DictConfig) -> None:
     check_config(cfg)
+    quiet.configure(cfg.get("verbose"))
     if cfg.corpus is not None:
         corpus = open_corpus_store(ensure_file(cfg.corpus, data_root(cfg.paths.data_dir)), cfg.paths.index_dir)
         log.info("corpus file %s: %d passages, store %s", cfg.corpus, len(corpus), corpus.directory)

@@ -4,8 +4,9 @@
     python eval.py +method=standard_rag data=flashrag data.questions=<file> data.corpus=<file>
     python eval.py -m +method=no_retrieval,standard_rag data=hotpotqa,2wiki      # a sweep
 
-Writes `predictions.jsonl` and `metrics.json` to the run directory and logs the metrics (CSV, wandb
-offline). Rerunning with the same `hydra.run.dir` resumes a killed run (or extends it to a larger `limit`);
+Writes `predictions.jsonl` and `metrics.json` to the run directory, logs the metrics (CSV, wandb offline) and
+ends with a table of the headline means (`hoprag/evaluation/summary.py`; `verbose=true` also shows the
+libraries' own messages). Rerunning with the same `hydra.run.dir` resumes a killed run (or extends it to a larger `limit`);
 a rerun whose method, data files, LLM, retriever or metrics differ from the run's `run_fingerprint.json` is
 refused, naming the differing keys, before anything in the directory changes; `overwrite=true` starts
 afresh, removing the old run only once the data, the config and the LLM's capabilities have passed their
@@ -28,9 +29,11 @@ from hoprag.data import QADataset
 from hoprag.evaluation.fingerprint import eval_fingerprint, save_hydra_files
 from hoprag.evaluation.objective import objective
 from hoprag.evaluation.predictions import PredictionFile
-from hoprag.evaluation.runner import PREDICTIONS, build, format_summary, method_name, refuse_mixing, require_method, run
-from hoprag.utils import progress
+from hoprag.evaluation.runner import PREDICTIONS, build, method_name, refuse_mixing, require_method, run
+from hoprag.evaluation.summary import format_summary
+from hoprag.utils import progress, provenance, quiet
 from hoprag.utils.loggers import log_run
+from hoprag.utils.run_dirs import leaves_no_empty_run
 
 register_resolvers()
 
@@ -47,31 +50,41 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
+@leaves_no_empty_run
 def main(cfg: DictConfig) -> float:
     require_method(cfg)
     check_config(cfg)
     progress.configure(cfg.get("progress"))  # before anything that draws a bar
+    quiet.configure(cfg.get("verbose"))  # before the libraries load
     output_dir = Path(cfg.paths.output_dir)
     dataset = instantiate(cfg.data)
     fingerprint = eval_fingerprint(cfg)
     if not cfg.overwrite:  # every refusal before the index is built and before .hydra/ is rewritten
         refuse_mixing(PredictionFile(output_dir / PREDICTIONS), method_name(cfg), dataset.examples, fingerprint)
     suite = instantiate(cfg.metrics)  # before the models load: a judge without its API key stops the run here
+    method = build(cfg, dataset)
     metrics = run(
-        build(cfg, dataset),
+        method,
         dataset.examples,
         output_dir,
         batch_size=cfg.batch_size,
         overwrite=cfg.overwrite,
         suite=suite,
-        run_info=question_info(dataset),
+        run_info=question_info(dataset) | provenance.run_stamp(),  # when, and from which code (compare shows it)
         fingerprint=fingerprint,
         on_start=lambda: save_hydra_files(output_dir, cfg),  # after the LLM probe, as overwrite's removal is
     )
-    print(format_summary(output_dir, show=cfg.show))
     predictions = PredictionFile(output_dir / PREDICTIONS).records
     log_run(cfg.get("logger"), OmegaConf.to_container(cfg, resolve=True), metrics, predictions=predictions)
-    return objective(metrics, cfg.optimized_metric, cfg.get("budget"))
+    print(format_summary(output_dir, show=cfg.show))  # last, so the run's report ends what it prints
+    try:
+        return objective(metrics, cfg.optimized_metric, cfg.get("budget"))
+    except KeyError:
+        if method.generates:
+            raise
+        # retrieval only: the default objective (f1) does not exist; a search names a retrieval metric instead
+        print(f"objective: none ({cfg.optimized_metric} needs generated answers; this run generated none)")
+        return None
 
 
 if __name__ == "__main__":

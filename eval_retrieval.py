@@ -18,15 +18,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import check_config, register_resolvers
 from hoprag.evaluation.retrieval import evaluate_retriever, format_table
+from hoprag.utils import quiet
 from hoprag.utils.loggers import log_run
+from hoprag.utils.run_dirs import leaves_no_empty_run
 
 log = logging.getLogger(__name__)
 register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval_retrieval")
+@leaves_no_empty_run
 def main(cfg: DictConfig) -> dict:
     check_config(cfg)
+    quiet.configure(cfg.get("verbose"))
     dataset = instantiate(cfg.data)
     corpus = dataset.corpus()
     log.info("%s: %d questions, corpus of %d passages", dataset.name, len(dataset), len(corpus))

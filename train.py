@@ -10,7 +10,9 @@ Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (of
 started with (`run_fingerprint.json`; `RESUMABLE` lists what may change): then it is refused, naming the
 differing keys, and `ckpt_path=null` trains afresh. A module with an `export(dir)` method writes the best
 weights to `<run>/export`, and copies it to the model's `publish_dir` when it has one (where eval configs look
-for it by default). Returns `optimized_metric` (the model's monitored metric) for sweepers. Secrets
+for it by default). It ends with the exported epoch's validation figures beside the untrained start and the last
+epoch (`hoprag/training/summary.py`; `verbose=true` also shows Lightning's own banners and tables). Returns
+`optimized_metric` (the model's monitored metric) for sweepers. Secrets
 (`*_key`, `*token`, ... settings) are redacted in everything written (hoprag/utils/secrets.py).
 """
 
@@ -28,8 +30,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import check_config, register_resolvers, select_settings
 from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files
-from hoprag.utils import progress
+from hoprag.training.progress_bar import LineProgressBar
+from hoprag.training.summary import EpochHistory, training_summary
+from hoprag.utils import progress, quiet
 from hoprag.utils.loggers import log_config
+from hoprag.utils.run_dirs import leaves_no_empty_run
 
 register_resolvers()
 
@@ -61,6 +66,7 @@ def resume_path(cfg: DictConfig) -> str | None:
     last = output_dir / "checkpoints" / "last.ckpt"
     if cfg.ckpt_path == "auto" and last.exists():
         refuse_changed(output_dir, fingerprint, what="checkpoints", remedy="ckpt_path=null to train afresh here")
+        print(f"resuming from {last}")
         return str(last)
     save(output_dir, fingerprint)
     return None if cfg.ckpt_path == "auto" else cfg.ckpt_path
@@ -86,10 +92,12 @@ def publish(export: Path, target: str) -> None:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
+@leaves_no_empty_run
 def main(cfg: DictConfig) -> float | None:
     require_model(cfg)
     check_config(cfg)
     progress.configure(cfg.get("progress"))  # before anything that draws a bar
+    quiet.configure(cfg.get("verbose"))
     ckpt_path = resume_path(cfg) if cfg.train else None  # refused before anything is built or written
     save_hydra_files(cfg.paths.output_dir, cfg)
     if cfg.get("threads"):
@@ -98,10 +106,15 @@ def main(cfg: DictConfig) -> float | None:
 
     datamodule: L.LightningDataModule = instantiate(cfg.model.datamodule)
     module: L.LightningModule = instantiate(cfg.model.module)
-    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
+    history = EpochHistory()
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()] + [history]
+    if progress.style() == progress.LINES:  # a log or a pipe: Lightning's bars as plain lines too
+        callbacks.append(LineProgressBar())
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values()]
-    quiet = {"enable_progress_bar": False} if progress.style() == progress.OFF else {}  # Lightning's bar too
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **quiet)
+    shown = {"enable_progress_bar": False} if progress.style() == progress.OFF else {}  # Lightning's bar too
+    if not cfg.get("verbose") and "enable_model_summary" not in cfg.trainer:  # its table; modules name their size
+        shown["enable_model_summary"] = False
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **shown)
     for logger in loggers:
         log_config(logger, OmegaConf.to_container(cfg, resolve=True))
 
@@ -109,20 +122,26 @@ def main(cfg: DictConfig) -> float | None:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}  # the last epoch's
     checkpoint = trainer.checkpoint_callback
+    best = None
     if checkpoint is not None and checkpoint.best_model_score is not None:  # what the exported weights scored
-        metrics[f"best/{checkpoint.monitor}"] = float(checkpoint.best_model_score)
+        best = metrics[f"best/{checkpoint.monitor}"] = float(checkpoint.best_model_score)
+    tested: dict[str, float] = {}
     if cfg.test and type(module).test_step is not L.LightningModule.test_step:
-        best = checkpoint.best_model_path if checkpoint else ""
-        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
-        metrics |= {k: float(v) for k, v in trainer.callback_metrics.items()}
+        best_path = checkpoint.best_model_path if checkpoint else ""
+        verbose = bool(cfg.get("verbose"))  # Lightning's own table of the test figures; the summary shows them
+        for results in trainer.test(module, datamodule=datamodule, ckpt_path=best_path or None, verbose=verbose):
+            tested |= {k: float(v) for k, v in results.items()}
+        metrics |= tested
     if cfg.export and hasattr(module, "export") and trainer.is_global_zero:
         export_best(module, trainer, Path(cfg.paths.output_dir) / "export")
         if cfg.model.get("publish_dir"):
             publish(Path(cfg.paths.output_dir) / "export", cfg.model.publish_dir)
 
-    print("\n".join(f"  {k:<36} {v:.4f}" for k, v in sorted(metrics.items())))
     if "wandb" in sys.modules:  # one wandb run per Hydra job of a multirun
         sys.modules["wandb"].finish()
+    monitor = checkpoint.monitor if checkpoint is not None else None
+    print(training_summary(history, monitor, best, getattr(module, "untrained_metrics", None), tested))
+    print(f"run directory: {cfg.paths.output_dir}")
     return metrics.get(f"best/{cfg.optimized_metric}", metrics.get(cfg.optimized_metric))
 
 

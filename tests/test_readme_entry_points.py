@@ -1,5 +1,6 @@
-"""README's "Entry points" table lists every entry point, the root applications and every script under
-`scripts/`, and lists nothing that does not exist: a script moved, added or removed without the table fails here."""
+"""The "Entry points" table of the documentation (docs/configuration.md, where it moved from the README) lists every
+entry point, the root applications and every script under `scripts/`, and lists nothing that does not exist: a
+script moved, added or removed without the table fails here."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ ROW = re.compile(r"^\| `python (\S+\.py)\b", re.M)
 
 def table_commands() -> list[str]:
     """The file each row of the table runs, in the table's order."""
-    section = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8").split("\n### Entry points\n", 1)[1]
+    section = (PROJECT_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8").split("\n## Entry points\n", 1)[1]
     table = section[section.index("\n|") :].split("\n\n", 1)[0]
     return ROW.findall(table)
 

@@ -1,7 +1,7 @@
 """Compare finished `eval.py` and `train.py` runs: tables of quality and cost, paired significance against a
 baseline, and a self-contained HTML report with plots.
 
-    python compare.py <run dir | multirun dir | glob>... [--baseline RUN] [--out DIR] [--intersect]
+    python compare.py <run dir | multirun dir | glob>... [--baseline RUN] [--out DIR] [--intersect] [--brief]
 
 Each run is named by the Hydra overrides that set it apart from the others (`.hydra/overrides.yaml`), else by
 its directory. Runs that differ only by a seed (`seed=`, `model.datamodule.seed=`, any key named `seed`)
@@ -18,12 +18,19 @@ A train run (no metrics.json; `.hydra/config.yaml` and Lightning's `csv/version_
 the metric its checkpoint monitored (`model.monitor`, `model.mode`): its best value, that epoch, and the last
 one, read from the latest CSV log. Train runs have no per-question scores, so they are never paired-tested.
 
+The report says where its figures come from (`provenance`): when, from which commit and by which command it was
+made, the datasets and question counts, and per run directory when it started, from which commit and the command
+that made it. It names the standard columns it leaves out and why (answer metrics no run reports, costs that are
+0 in every run), and the tests where both sides are equal on every shared question (kept in significance.csv).
+The printed tables are padded; the plots have titles and name runs by method, then the overrides that differ.
+
 `--out` gets `table.csv` and `significance.csv` (eval runs), `train.csv` (train runs), `report.md`, and
 `report.html` (the tables and the plots of `hoprag.compare.plots`, inlined; matplotlib is imported there only).
 
 The modules, in import order: `runs` (reading one run), `discovery` (finding runs), `groups` (grouping and
-pairing), `columns` (the column catalogue), `significance`, `comparison` (`build`), `render` (tables and
-report.md), `plots` and `page` (report.html), `cli` (`main`, `write`). This face exports what users import.
+pairing), `columns` (the column catalogue), `significance`, `provenance`, `comparison` (`build`), `render`
+(tables and report.md), `plots` and `page` (report.html), `cli` (`main`, `write`). This face exports what users
+import.
 """
 
 from hoprag.compare.cli import main, write

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from hoprag.compare.comparison import Comparison, build
 from hoprag.compare.page import PLOTS, figures, html_report
-from hoprag.compare.render import report, significance_rows, table_rows, train_rows
+from hoprag.compare.provenance import Stamp
+from hoprag.compare.render import brief, report, significance_rows, table_rows, train_rows
 from hoprag.compare.runs import CompareError
 from hoprag.stats import RESAMPLES
 
@@ -53,14 +55,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--intersect", action="store_true", help="pair runs on the questions they hold alike")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap and permutation resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    parser.add_argument("--brief", action="store_true", help="print the table and one row of tests per run only")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         comparison = build(args.runs, args.baseline, args.intersect, args.resamples, args.seed)
     except CompareError as e:  # the runs, not the command line, are at fault: the message alone, no usage
         parser.exit(2, f"{parser.prog}: error: {e}\n")
-    print(report(comparison), end="")
+    comparison.stamp = Stamp.now(argv)
+    print((brief if args.brief else report)(comparison), end="")
     if args.out is not None:
         write(comparison, args.out)
-        print(f"written to {args.out}")
+        print(f"written to {args.out}: report.md and report.html (every test with its CI, the plots, the runs)")
     return 0

@@ -61,13 +61,25 @@ COST = (
 
 
 def table_columns(groups: Sequence[Group]) -> list[Column]:
-    """The quality and cost columns that at least one run reports nonzero (a retrieval-only run's F1 and LLM
-    calls are 0 and say nothing; time is always shown), recall metrics in the order runs list them, and CRAG's
-    judged rates that any run reports (zero or not)."""
-    present = dict.fromkeys(k for g in groups for r in g.runs for k, v in r.metrics.items() if v or k == SECONDS)
+    """The quality columns that at least one run reports (an F1 of 0 is a result; a run that generated no
+    answer reports none), recall metrics in the order runs list them, CRAG's judged rates that any run reports,
+    and the cost columns that at least one run reports nonzero (time always): `left_out` says what is not shown."""
+    present = dict.fromkeys(k for g in groups for r in g.runs for k in r.metrics)
+    spent = {k for g in groups for r in g.runs for k, v in r.metrics.items() if v or k == SECONDS}
     recall = [_recall_column(k) for k in present if RECALL.match(k)]
     shown = [c for c in (*QUALITY, *recall, *LATE_QUALITY) if c.key in present]
-    return [*shown, *_crag_columns(groups), *(c for c in COST if c.key in present)]
+    return [*shown, *_crag_columns(groups), *(c for c in COST if c.key in spent)]
+
+
+def left_out(groups: Sequence[Group], columns: Sequence[Column]) -> list[str]:
+    """The standard columns the table leaves out, and why: answer metrics no run reports (no run generated
+    answers), costs that are 0 in every run."""
+    keys = {c.key for c in columns}
+    present = {k for g in groups for r in g.runs for k in r.metrics}
+    absent = [c.header for c in QUALITY if c.key not in present]
+    zero = [c.header for c in COST if c.key not in keys]
+    return [f"{', '.join(names)}: {why}" for names, why in ((absent, "reported by no run (no answers generated)"),
+                                                             (zero, "0 in every run")) if names]  # fmt: skip
 
 
 def _crag_columns(groups: Sequence[Group]) -> list[Column]:

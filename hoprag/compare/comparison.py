@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from hoprag.compare.columns import Column, table_columns
+from hoprag.compare.columns import Column, left_out, table_columns
 from hoprag.compare.discovery import find_runs, is_train_run
 from hoprag.compare.groups import Group, group_runs, pick_baseline, shared_questions
+from hoprag.compare.provenance import Stamp
 from hoprag.compare.runs import RECALL, Run, TrainRun
 from hoprag.compare.significance import Significance, paired_tests
 from hoprag.stats import RESAMPLES
@@ -16,7 +17,8 @@ from hoprag.stats import RESAMPLES
 
 @dataclass
 class Comparison:
-    """Eval groups with their columns and tests against `baseline` (None without eval runs), and train groups."""
+    """Eval groups with their columns and tests against `baseline` (None without eval runs), and train groups;
+    `left_out` names the standard columns not shown and why, `stamp` when and how the comparison was made."""
 
     groups: list[Group]
     baseline: Group | None
@@ -25,6 +27,8 @@ class Comparison:
     resamples: int
     train: list[Group] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    stamp: Stamp | None = None
 
 
 def build(
@@ -52,7 +56,8 @@ def build(
         ids, dropped = shared_questions(group, base, intersect)
         notes += dropped
         tests += paired_tests(group, base, ids, columns, resamples, seed)
-    return Comparison(groups, base, columns, tests, resamples, train, list(dict.fromkeys(notes)))
+    return Comparison(groups, base, columns, tests, resamples, train, list(dict.fromkeys(notes)),
+                      left_out(groups, columns))  # fmt: skip
 
 
 def mixed_passage_rules(groups: Sequence[Group]) -> list[str]:
@@ -66,5 +71,5 @@ def mixed_passage_rules(groups: Sequence[Group]) -> list[str]:
     if len(rules) < 2:
         return []
     by_rule = "; ".join(f"{rule}: {', '.join(names)}" for rule, names in rules.items())
-    return [f"Gold passages were matched by different rules ({by_rule}): passage recall and EFR are not "
-            "comparable across them (metrics.passage_match=title puts a run on the default rule)."]  # fmt: skip
+    return [(f"Gold passages were matched by different rules ({by_rule}): passage recall and EFR are not "
+             "comparable across them (metrics.passage_match=title puts a run on the default rule).")]  # fmt: skip

@@ -8,10 +8,14 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
+from hoprag.compare import plots as compare_plots
 from hoprag.compare.comparison import Comparison
+from hoprag.compare.provenance import questions, runs_cells, runs_header
 from hoprag.compare.render import (
     TABLE_NOTE,
     TRAIN_NOTE,
+    identical_note,
+    left_out_note,
     significance_cells,
     significance_header,
     significance_intro,
@@ -20,7 +24,6 @@ from hoprag.compare.render import (
     train_cells,
     train_header,
 )
-from hoprag.compare import plots as compare_plots
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -33,7 +36,8 @@ figcaption { font-size: 0.85em; color: #555; }
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An HTML table of `header` and `rows`, every cell escaped."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -49,7 +53,9 @@ def _significance(comparison: Comparison) -> str:
     if not comparison.significance:
         return f"<p>No run to test against the baseline <code>{baseline}</code>.</p>"
     intro = significance_intro(comparison, f"<code>{baseline}</code>")
-    return f"<p>{intro}</p>" + _table(significance_header(comparison), significance_cells(comparison))
+    same = identical_note(comparison)
+    table = html_table(significance_header(comparison), significance_cells(comparison))
+    return f"<p>{intro}</p>" + table + (f"<p>{escape(same)}</p>" if same else "")
 
 
 PLOTS = ("quality_cost", "sweep", "hops", "train")  # the plot files a report may write, `<name>.png`
@@ -63,8 +69,10 @@ def figures(comparison: Comparison) -> dict[str, tuple[bytes, str]]:
         cost = getattr(compare_plots.cost_column(comparison), "header", "")
         swept = compare_plots.sweep(comparison.groups)
         swept_key = swept.key if swept else ", ".join(compare_plots.swept_keys(comparison.groups))
+        undrawn = compare_plots.undrawn(comparison)
+        left = f"; not drawn (no {quality} or {cost}): {', '.join(undrawn)}" if undrawn else ""
         found["quality_cost"] = (compare_plots.quality_cost_plot(comparison),
-                                 f"{quality} against {cost}: the Pareto front dashed, its runs in red")  # fmt: skip
+                                 f"{quality} against {cost}: the Pareto front dashed, its runs in red{left}")  # fmt: skip
         found["sweep"] = (compare_plots.sweep_plot(comparison), f"{quality} against {swept_key}")
         found["hops"] = (compare_plots.hop_plot(comparison), "TreeHop: micro passage recall by hop")
     if comparison.train:
@@ -75,14 +83,17 @@ def figures(comparison: Comparison) -> dict[str, tuple[bytes, str]]:
 def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | None = None) -> str:
     """The whole page; `plots` as `figures` returns them (drawn here when not given)."""
     plots = figures(comparison) if plots is None else plots
-    parts = []
+    parts = [f"<p>{escape(comparison.stamp.line())}</p>"] if comparison.stamp else []
     if comparison.groups:
         eval_plots = [_figure(*plots[n]) for n in ("quality_cost", "sweep", "hops") if n in plots]
+        left_out = left_out_note(comparison)
         parts += [
+            f"<p>Questions: {escape(questions(comparison.groups))}.</p>",
             *(f"<p><strong>Note.</strong> {escape(n)}</p>" for n in comparison.notes),
             "<h2>Eval runs</h2>",
             f"<p>{escape(TABLE_NOTE)}</p>",
-            _table(table_header(comparison), table_cells(comparison)),
+            html_table(table_header(comparison), table_cells(comparison)),
+            f"<p>{escape(left_out)}</p>" if left_out else "",
             "<h3>Paired tests</h3>",
             _significance(comparison),
             *(["<h3>Plots</h3>", *eval_plots] if eval_plots else []),
@@ -91,9 +102,10 @@ def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | No
         parts += [
             "<h2>Train runs</h2>",
             f"<p>The monitored metric's best value (by its mode), its epoch, and the last value. {escape(TRAIN_NOTE)}</p>",
-            _table(train_header(comparison), train_cells(comparison)),
+            html_table(train_header(comparison), train_cells(comparison)),
             _figure(*plots["train"]) if "train" in plots else "",
         ]
+    parts += ["<h2>Runs</h2>", html_table(runs_header(), runs_cells(comparison.groups, comparison.train))]
     body = "\n".join(p for p in parts if p)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hoprag comparison</title>'

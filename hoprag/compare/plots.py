@@ -20,7 +20,8 @@ from typing import Any
 
 from hoprag.compare.columns import Column
 from hoprag.compare.comparison import Comparison
-from hoprag.compare.groups import SEED, Group, is_run_control_override
+from hoprag.compare.groups import QUALIFIERS, SEED, Group, is_run_control_override
+from hoprag.compare.provenance import questions
 
 HOP_HITS = re.compile(r"^method/(.+)/hop(\d+)/hits$")
 VARIANTS = ("direct", "q-c", "untrained", "treehop")  # scripts/runs/eval_treehop.py's order
@@ -82,6 +83,31 @@ def _number(text: str | None) -> float | None:
         return float(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+
+
+def labels(groups: Sequence[Group]) -> list[str]:
+    """The plots' names for the groups: the method (an eval run's `run.method`), then in brackets the overrides
+    that differ across the groups (`+`/`~` dropped, the one naming the method left out) and what qualifies its
+    figures (an un-tuned router); the group's table name where two would read alike or nothing names it."""
+    settings = [_settings(g) for g in groups]
+    differing, _ = _varied(settings)
+    found = []
+    for group, own in zip(groups, settings):
+        info = getattr(group.runs[0], "info", {})
+        method = info.get("method")
+        said = [text for key, describe in QUALIFIERS.items() if key in info and (text := describe(info[key]))]
+        rest = [f"{k}={own[k]}" for k in differing if k in own and own[k] != method] + said
+        found.append(f"{method} ({', '.join(rest)})" if method and rest else method or ", ".join(rest))
+    return [text if text and found.count(text) == 1 else g.name for text, g in zip(found, groups)]
+
+
+def undrawn(comparison: Comparison) -> list[str]:
+    """The groups the quality-cost plot leaves out: no run of theirs reports its quality or its cost."""
+    quality, cost = quality_column(comparison), cost_column(comparison)
+    if quality is None or cost is None:
+        return []
+    names = labels(comparison.groups)
+    return [n for n, g in zip(names, comparison.groups) if not g.values(quality.key) or not g.values(cost.key)]
 
 
 @dataclass(frozen=True)
@@ -186,11 +212,13 @@ def quality_cost_plot(comparison: Comparison) -> bytes | None:
     quality, cost = quality_column(comparison), cost_column(comparison)
     if quality is None or cost is None:
         return None
-    points = [(g.name, _mean_std(g, cost), _mean_std(g, quality)) for g in comparison.groups]
+    names = labels(comparison.groups)
+    points = [(name, _mean_std(g, cost), _mean_std(g, quality)) for name, g in zip(names, comparison.groups)]
     points = [(name, c, q) for name, c, q in points if c is not None and q is not None]
     if not points:
         return None
     front = pareto_front([(c[0], q[0]) for _, c, q in points])
+    title = f"{quality.header} against {cost.header} ({questions(comparison.groups)})"
 
     def draw(axes: Any) -> None:
         for i, (name, c, q) in enumerate(points):
@@ -200,8 +228,9 @@ def quality_cost_plot(comparison: Comparison) -> bytes | None:
             axes.annotate(label, (c[0], q[0]), textcoords="offset points", xytext=(4, 4), fontsize=7, va="top")
         axes.plot([points[i][1][0] for i in front], [points[i][2][0] for i in front], "--", color="C3",
                   label="Pareto front")  # fmt: skip
-        axes.set_xlabel(cost.header)
+        axes.set_xlabel(f"{cost.header} per question")
         axes.set_ylabel(quality.header)
+        axes.set_title(title, fontsize=9)
         axes.legend(fontsize=8)
 
     return _png(draw)
@@ -224,6 +253,7 @@ def sweep_plot(comparison: Comparison) -> bytes | None:
                           marker="o", capsize=3, label=label or None)  # fmt: skip
         axes.set_xlabel(found.key)
         axes.set_ylabel(quality.header)
+        axes.set_title(f"{quality.header} against {found.key} ({questions(comparison.groups)})", fontsize=9)
         if any(found.lines):
             axes.legend(fontsize=8)
 
@@ -232,7 +262,7 @@ def sweep_plot(comparison: Comparison) -> bytes | None:
 
 def hop_plot(comparison: Comparison) -> bytes | None:
     """TreeHop's micro recall by hop, one line per retriever variant (and group, when several have them)."""
-    curves = [(g.name, _group_hop_curves(g)) for g in comparison.groups]
+    curves = [(name, _group_hop_curves(g)) for name, g in zip(labels(comparison.groups), comparison.groups)]
     curves = [(name, c) for name, c in curves if c]
     if not curves:
         return None
@@ -245,6 +275,7 @@ def hop_plot(comparison: Comparison) -> bytes | None:
                       markersize=9 - n % 4, label=label)  # fmt: skip
         axes.set_xlabel("hop")
         axes.set_ylabel("passage recall (micro, %)")
+        axes.set_title(f"TreeHop: passage recall by hop ({questions(comparison.groups)})", fontsize=9)
         axes.xaxis.get_major_locator().set_params(integer=True)
         axes.legend(fontsize=8)
 
@@ -253,10 +284,11 @@ def hop_plot(comparison: Comparison) -> bytes | None:
 
 def _run_label(comparison: Comparison, group: Group, run: Any) -> str:
     """A seed group's runs by their seed overrides (else directory), after the group's name when there are several."""
+    name = labels(comparison.train)[comparison.train.index(group)]
     if len(group.runs) == 1:
-        return group.name
+        return name
     own = ",".join(o.lstrip("+~") for o in run.overrides if SEED.match(o)) or run.label
-    return own if len(comparison.train) == 1 else f"{group.name} · {own}"
+    return own if len(comparison.train) == 1 else f"{name} · {own}"
 
 
 def train_plot(comparison: Comparison) -> bytes | None:
@@ -269,8 +301,10 @@ def train_plot(comparison: Comparison) -> bytes | None:
         for label, run in runs:
             (line,) = axes.plot([e for e, _ in run.curve], [v for _, v in run.curve], marker=".", label=label)
             axes.plot(run.metrics["best_epoch"], run.metrics["best"], "*", color=line.get_color(), markersize=10)
+        monitors = ", ".join(dict.fromkeys(r.monitor for _, r in runs))
         axes.set_xlabel("epoch")
-        axes.set_ylabel(", ".join(dict.fromkeys(r.monitor for _, r in runs)))
+        axes.set_ylabel(monitors)
+        axes.set_title(f"{monitors} per epoch (stars: the best epoch)", fontsize=9)
         axes.xaxis.get_major_locator().set_params(integer=True)
         axes.legend(fontsize=7)
 
@@ -293,5 +327,7 @@ def _search_plot(comparison: Comparison, quality: Column) -> bytes | None:
             axes.set_xlabel(key)
             if n == 0:
                 axes.set_ylabel(quality.header)
+        figure.suptitle(f"{quality.header} against each searched parameter ({questions(comparison.groups)})",
+                        fontsize=9)  # fmt: skip
 
     return _render(draw, (3.6 * len(panels), 3.6))

@@ -3,11 +3,14 @@ their cells as shown, and the markdown report; `page` renders the same rows as H
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from hoprag.compare.columns import TRAIN, Column
 from hoprag.compare.comparison import Comparison
 from hoprag.compare.groups import Group
+from hoprag.compare.provenance import questions, runs_cells, runs_header
+from hoprag.compare.significance import Significance
 
 
 def _cell(values: list[float], digits: int) -> tuple[str, str]:
@@ -34,10 +37,21 @@ def table_rows(comparison: Comparison) -> list[dict[str, str]]:
     return rows
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
+NUMBER = re.compile(r"^(?:[-+]?\d|\[[-+]?\d|[–=]$)")  # a figure, a CI, "–" or "=": right-aligned when padded
+
+
+def markdown_grid(header: list[str], rows: list[list[str]], pad: bool = False) -> str:
+    """A markdown table of `header` and `rows` (cells as shown; `|` escaped); `pad` aligns the columns for a
+    terminal (figures right, text left), which renders the same."""
+    cells = [list(header), *([c.replace("|", "\\|") for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))] if pad else [0] * len(header)
+    right = [bool(rows) and all(NUMBER.match(row[i]) for row in cells[1:]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) if pad else "---" for w in widths) + "|"
+    return "\n".join([line(cells[0]), rule, *map(line, cells[1:])])
 
 
 def cell_text(row: dict[str, str], column: Column) -> str:
@@ -57,7 +71,7 @@ def table_cells(comparison: Comparison) -> list[list[str]]:
 
 
 def markdown_table(comparison: Comparison) -> str:
-    return _markdown(table_header(comparison), table_cells(comparison))
+    return markdown_grid(table_header(comparison), table_cells(comparison), pad=True)
 
 
 TRAIN_NOTE = "Train runs are not paired-tested: their logs hold no per-question scores."
@@ -119,23 +133,81 @@ def significance_header(comparison: Comparison) -> list[str]:
     return ["run", "metric", "shared", "baseline on shared", "run on shared", "Δ", f"{level}% CI", "p"]
 
 
+def _identical(s: Significance) -> bool:
+    """Both sides equal on every shared question: nothing to test (the CSV keeps the row)."""
+    return s.test.diff == 0 and s.test.ci_low == 0 and s.test.ci_high == 0
+
+
 def significance_cells(comparison: Comparison) -> list[list[str]]:
+    """The tests as shown: those where the two sides differ on some question (`identical_note` names the rest)."""
     rows = zip(comparison.significance, significance_rows(comparison))
     return [[r["run"], s.column.header, r["shared"], r["baseline"], r["value"], r["diff"],
-             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]] for s, r in rows]  # fmt: skip
+             f"[{r['ci_low']}, {r['ci_high']}]", r["p"]] for s, r in rows if not _identical(s)]  # fmt: skip
+
+
+def identical_note(comparison: Comparison) -> str:
+    """The metrics left out of the tests' table because both sides are equal on every shared question."""
+    same: dict[str, list[str]] = {}
+    for s in comparison.significance:
+        if _identical(s):
+            same.setdefault(s.run, []).append(s.column.header)
+    if not same:
+        return ""
+    listed = "; ".join(f"{run}: {', '.join(headers)}" for run, headers in same.items())
+    return f"Not shown, equal to the baseline on every shared question: {listed}."
+
+
+def left_out_note(comparison: Comparison) -> str:
+    return f"Columns not shown: {'; '.join(comparison.left_out)}." if comparison.left_out else ""
 
 
 def markdown_significance(comparison: Comparison) -> str:
     if not comparison.significance:
         return f"(no run to test against the baseline {comparison.baseline.name!r})"
     intro = significance_intro(comparison, f"`{comparison.baseline.name}`")
-    return intro + "\n\n" + _markdown(significance_header(comparison), significance_cells(comparison))
+    table = markdown_grid(significance_header(comparison), significance_cells(comparison), pad=True)
+    return "\n\n".join(p for p in (intro, table, identical_note(comparison)) if p)
+
+
+def brief_tests(comparison: Comparison) -> str:
+    """The paired tests of the quality columns as one row per run, each cell `Δ (p)` (costs differ visibly in the
+    table; every test with its CI is in report.md)."""
+    quality = [c for c in comparison.columns if not c.key.startswith("cost/")]
+    by_run: dict[str, dict[str, str]] = {}
+    for s, r in zip(comparison.significance, significance_rows(comparison)):
+        if s.column in quality:
+            cell = "=" if _identical(s) else f"{r['diff']} (p {float(r['p']):.2f})"
+            by_run.setdefault(s.run, {})[s.column.header] = cell
+    if not by_run:
+        return ""
+    headers = [c.header for c in quality if any(c.header in cells for cells in by_run.values())]
+    rows = [[run, *(cells.get(h, "–") for h in headers)] for run, cells in by_run.items()]
+    intro = (f"Paired against `{comparison.baseline.name}` (Δ and sign-flip permutation p; =: equal on every shared "
+             "question; CIs in report.md):")  # fmt: skip
+    return intro + "\n\n" + markdown_grid(["run", *headers], rows, pad=True)
+
+
+def brief(comparison: Comparison) -> str:
+    """What `compare.py --brief` prints: when and how, the eval table and one row of quality tests per run."""
+    parts = [comparison.stamp.line()] if comparison.stamp else []
+    if comparison.groups:
+        parts += [f"Questions: {questions(comparison.groups)}.", markdown_table(comparison),
+                  left_out_note(comparison), brief_tests(comparison)]  # fmt: skip
+    if comparison.train:
+        parts.append(markdown_grid(train_header(comparison), train_cells(comparison), pad=True))
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def report(comparison: Comparison) -> str:
-    parts = [TABLE_NOTE, markdown_table(comparison), markdown_significance(comparison)] if comparison.groups else []
-    parts = [*(f"**Note.** {n}" for n in comparison.notes), *parts]
+    """report.md (and what compare.py prints): when and how it was made, the tables, then where each run came from."""
+    parts = [comparison.stamp.line()] if comparison.stamp else []
+    if comparison.groups:
+        parts.append(f"Questions: {questions(comparison.groups)}.")
+    parts += [f"**Note.** {n}" for n in comparison.notes]
+    if comparison.groups:
+        parts += [TABLE_NOTE, markdown_table(comparison), left_out_note(comparison), markdown_significance(comparison)]
     if comparison.train:
         parts += ["Train runs: the monitored metric's best value, its epoch, and the last value. " + TRAIN_NOTE,
-                  _markdown(train_header(comparison), train_cells(comparison))]  # fmt: skip
-    return "\n\n".join(parts) + "\n"
+                  markdown_grid(train_header(comparison), train_cells(comparison), pad=True)]  # fmt: skip
+    parts += ["Runs:", markdown_grid(runs_header(), runs_cells(comparison.groups, comparison.train))]
+    return "\n\n".join(p for p in parts if p) + "\n"

@@ -111,7 +111,8 @@ class Run(RunDir):
         return sorted(cuts, key=lambda k: -1 if k is None else k)
 
     def per_question(self) -> dict[str, dict[str, float]]:
-        """Question id -> the figures that pair across runs: answer scores, retrieval recall and cost."""
+        """Question id -> the figures that pair across runs: answer scores, retrieval recall, cost and the method's
+        own figures (`method/<key>`)."""
         if self._per_question is None:
             self._read()
         return self._per_question  # type: ignore[return-value]
@@ -172,6 +173,8 @@ def _figures(record: dict[str, Any], cuts: Sequence[int | None] = (), match: Mat
     if "passages_read" in cost:  # records written before it was counted lack it: that column is then not tested
         figures["passages_read"] = float(cost["passages_read"])
     figures["seconds"] = float(sum(cost["seconds"].values()))
+    # a method's own per-question figures, named as metrics.json averages them (`method/<key>`)
+    figures.update({f"method/{k}": float(v) for k, v in record.get("stats", {}).items()})
     if cuts:
         figures.update(_recall_figures(record, cuts, match))
     return figures

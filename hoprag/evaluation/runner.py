@@ -3,9 +3,10 @@
 Every answered batch is appended to `predictions.jsonl` before the next one starts, so a killed run resumes
 where it stopped when rerun in the same run directory. Each record carries everything its scoring needs
 (gold answers, gold titles, gold passage texts, the retrieved passages as they were, for ASQA and
-AmbigDocs questions their gold structure under the optional key `ambiguity`, and for CRAG questions their
+AmbigDocs questions their gold structure under the optional key `ambiguity`, for CRAG questions their
 categories and judged outcome under the optional key `crag`: the judge runs once, when the record is
-written, never at summary time), so `metrics.json` is computed from the records alone, in dataset order:
+written, never at summary time, and `generated: false` when the method generated no answer, so that its
+empty prediction is never scored as one), so `metrics.json` is computed from the records alone, in dataset order:
 a resumed run reports exactly what an uninterrupted one does (bar the measured seconds), and today's files
 never rescore yesterday's answers.
 
@@ -128,7 +129,9 @@ def run(
             spent += costs
             if len(outputs) != len(batch):
                 raise RuntimeError(f"{method.name} answered {len(outputs)} of {len(batch)} questions")
-            rows = suite.judge([EvalRow.from_example(ex, o.prediction, o.retrieved) for ex, o in zip(batch, outputs)])
+            rows = suite.judge(
+                [EvalRow.from_example(ex, o.prediction, o.retrieved, method.generates) for ex, o in zip(batch, outputs)]
+            )
             store.append(_record(method.name, *answered, suite) for answered in zip(batch, rows, outputs, costs))
             bar.set_postfix(refresh=False, **progress.spent(spent))
             bar.update(len(batch))
@@ -191,6 +194,8 @@ def _record(
         record["ambiguity"] = row.ambiguity
     if row.crag is not None:  # CRAG only, judged: categories, outcome and the judge's raw reply
         record["crag"] = row.crag
+    if not row.answered:  # retrieval only: no answer scores, and none in metrics.json
+        record["generated"] = False
     return record
 
 
@@ -211,17 +216,20 @@ def _row(record: Mapping[str, Any]) -> EvalRow:
         gold_passages=record["gold_passages"],
         ambiguity=record.get("ambiguity"),
         crag=record.get("crag"),  # judged when the record was written
+        answered=record.get("generated", True),
     )
 
 
 def summarize(records: Sequence[Mapping[str, Any]], suite: MetricSuite) -> dict[str, float]:
-    """The suite's metrics over the records alone, parse failures, the questions with an empty search, the
-    methods' stats, and the mean and total per question of every numeric cost figure (and of the seconds of
-    each stage)."""
+    """The suite's metrics over the records alone, parse failures of the generated answers (none when
+    nothing was generated), the questions with an empty search, the methods' stats, and the mean and total per
+    question of every numeric cost figure (and of the seconds of each stage)."""
     metrics: dict[str, float] = dict(suite([_row(r) for r in records]))
-    failures = sum(bool(r["parse_failed"]) for r in records)
-    metrics["parse_failures"] = failures
-    metrics["parse_failures_pct"] = round(100 * failures / len(records), 1)
+    answered = [r for r in records if r.get("generated", True)]
+    if answered:
+        failures = sum(bool(r["parse_failed"]) for r in answered)
+        metrics["parse_failures"] = failures
+        metrics["parse_failures_pct"] = round(100 * failures / len(answered), 1)
     if any(r["cost"].get("retrieval_calls") for r in records):  # questions with a search that found no hit
         metrics["retrieval/empty_results"] = sum(r["cost"].get("empty_results", 0) > 0 for r in records)
 
@@ -254,19 +262,3 @@ def _replace(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def format_summary(output_dir: str | Path, show: int = 0) -> str:
-    """A readable report of a finished run: its first `show` predictions, then the metrics."""
-    output_dir = Path(output_dir)
-    report = json.loads((output_dir / METRICS).read_text())
-    lines = []
-    with open(output_dir / PREDICTIONS, encoding="utf-8") as f:
-        for _, line in zip(range(show), f):
-            r = json.loads(line)
-            lines.append(f"Q: {r['question']}\n   predicted: {r['prediction']!r}   gold: {r['golds'][:3]}")
-    run = report["run"]
-    lines.append(f"{run['method']} on {run.get('dataset', '?')}: {run['n']} questions")
-    lines.extend(f"  {key:<40} {value}" for key, value in report["metrics"].items())
-    lines.append(f"written to {output_dir}")
-    return "\n".join(lines)

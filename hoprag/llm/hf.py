@@ -42,6 +42,7 @@ from hoprag.llm.hf_decode import Decoder
 from hoprag.llm.hf_loading import DTYPES, LoadedModel, adapter_digest, load_causal_lm
 from hoprag.llm.tokenizer import load_tokenizer, render_prompt
 from hoprag.llm.types import Generation, SamplingParams
+from hoprag.utils import progress
 from hoprag.utils.bundled import resolve_model_ref
 
 log = logging.getLogger(__name__)
@@ -200,10 +201,15 @@ class HFLLM(LLM):
         else:
             generators = [None] * len(prompts)
         decoder = Decoder(loaded.model, loaded.tokenizer, self._prefill_each())
-        with torch.inference_mode():
+        # a batched call can take minutes on a CPU: its samples tick as they finish (shown after 2 s)
+        shown = progress.bar(total=len(prompts) * params.n, desc=f"generating ({self.name})", unit="sample",
+                             leave=False, delay=2.0)  # fmt: skip
+        with shown, torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
-                batch = decoder.generate_batch([ids[i] for i in chunk], params, [generators[i] for i in chunk])
+                batch = decoder.generate_batch(
+                    [ids[i] for i in chunk], params, [generators[i] for i in chunk], finished=shown.update
+                )
                 for i, gens in zip(chunk, batch):
                     results[i] = gens
         return results

@@ -9,7 +9,7 @@ leaves the batch as soon as it ends, and the `n` samples of a prompt share its p
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hoprag.llm.base import cut_at_stop
@@ -66,9 +66,14 @@ class Decoder:
         return out.past_key_values, out.logits[:, -1, :], mask, lengths
 
     def generate_batch(
-        self, batch: list[list[int]], params: SamplingParams, generators: list[Any]
+        self,
+        batch: list[list[int]],
+        params: SamplingParams,
+        generators: list[Any],
+        finished: Callable[[int], Any] | None = None,
     ) -> list[list[Generation]]:
-        """`generators[i]` samples prompt i's rows (the same object for all: one stream for the batch)."""
+        """`generators[i]` samples prompt i's rows (the same object for all: one stream for the batch);
+        `finished(k)` is told as each step's k samples end (a progress bar's update)."""
         import torch
 
         model = self.model
@@ -103,7 +108,11 @@ class Decoder:
                     continue
                 keep.append(j)
             if not keep or step == params.max_new_tokens - 1:
+                if finished is not None:
+                    finished(len(active))
                 break
+            if finished is not None and len(keep) < len(active):
+                finished(len(active) - len(keep))
             if len(keep) < len(active):
                 index = torch.tensor(keep, device=mask.device)
                 cache.batch_select_indices(index)

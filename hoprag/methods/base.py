@@ -47,6 +47,9 @@ class Method:
 
     name: ClassVar[str] = "method"
     needs_retriever: ClassVar[bool] = True
+    # False for a retrieval-only configuration (`generate=false`): its empty predictions are not answers, so
+    # the runner records no answer scores for them (EM, F1 ... are then absent from metrics.json, not 0)
+    generates: bool = True
 
     def __init__(
         self,

@@ -1,9 +1,9 @@
 """Self-Correcting RAG with its selector only (the paper's "w/ MMKP only" row): fuse dense and sparse
 retrieval into a pool of 50, select the context exactly (MMKP), answer once from it.
 
-With `generate=False` the LLM is never called: the prediction is empty and the run scores the selection
-alone (gold-passage Recall@5 over the selected passages in fused order, as the paper's Table 3), with the
-tokens used and the budget utilisation as `method/` metrics.
+With `generate=False` the LLM is never called: the prediction is empty, no answer metric is reported, and the
+run scores the selection alone (gold-passage Recall@5 over the selected passages in fused order, as the paper's
+Table 3), with the passages and tokens selected and the budget utilisation as `method/` metrics.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class SCRAGSelect(Method):
         counter = complete(token_counter, "token_counter", llm=llm, passages=self.passages)
         self.selector = complete(selector, "selector", token_counter=counter)
         self.prompt = prompt
-        self.generate = generate
+        self.generates = generate
 
     def run_info(self) -> dict[str, Any]:
         return {**super().run_info(), "selector_token_counting": self.selector.token_counter.describe()}
@@ -67,7 +67,7 @@ class SCRAGSelect(Method):
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         selections = self.select(examples, costs)
         chosen = [s.passages for s in selections]
-        if self.generate:
+        if self.generates:
             prompts = [
                 self.prompt.with_context("passages", self.passages.context(passages), question=ex.question)
                 for ex, passages in zip(examples, chosen)

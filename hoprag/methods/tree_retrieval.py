@@ -49,7 +49,7 @@ class TreeRetrievalMethod(Method):
         super().__init__(llm, retriever, **kwargs)
         if task not in P.TASKS:
             raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
-        self.generate, self.task = generate, task
+        self.generates, self.task = generate, task
         self.one_by_one = batching == "node"
         self.search = complete(search, "search", retriever=retriever, parser=parser_for(parsers, tree), kind=tree,
                                batching=batching)  # fmt: skip
@@ -57,7 +57,7 @@ class TreeRetrievalMethod(Method):
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         trees, results = self.search.search([ex.question for ex in examples], costs)
         replies: list[Any] = [None] * len(examples)
-        if self.generate:
+        if self.generates:
             prompts = [
                 P.FAG[self.task].with_context(
                     "context", ordered_context([(as_evidence(h.passage), (r,)) for r, h in enumerate(hits)], P.EVIDENCE),

@@ -4,7 +4,7 @@ Retrieval only by default: the prediction is empty unless `generate=true` feeds 
 best first within a hop) to the LLM. With `compare=true` the same run also retrieves with direct top-5 and
 top-10, the training-free `q − c` update and an untrained TreeHop (PyTorch default init), on the same
 index and embedder, and records per question, for each variant and hop, the gold titles found (`hits`), the
-per-question recall (its mean is macro recall) and the distinct passages read (`k`), plus `gold`: the
+per-question recall in percent (its mean is macro recall) and the distinct passages read (`k`), plus `gold`: the
 runner averages them into `method/<variant>/hop<N>/...`, and micro recall = hits / gold
 (`python scripts/runs/eval_treehop.py <run dir>` prints the table), and seconds per question (encoding plus the
 variant's share of the batched search). Only questions of `table_types` report them (the paper leaves out
@@ -67,7 +67,7 @@ class TreeHopMethod(Method):
         self.table_types = set(table_types) if table_types is not None else None
         if generate and prompt is None:
             raise ValueError("generate=true needs a prompt with {passages} and {question}")
-        self.generate, self.prompt, self.passages = generate, prompt, PassageFormat(passage_template)
+        self.generates, self.prompt, self.passages = generate, prompt, PassageFormat(passage_template)
         self.variants: dict[str, tuple[object, int, int]] = {}  # name → (step, top_k, hops)
         if compare:
             model = self.search.model
@@ -100,7 +100,7 @@ class TreeHopMethod(Method):
                 ids = [self.search.passages[r].id for r in rows]
                 cost.add_retrieval(ids, spent[hop + 1] - spent[hop], "retrieval")
             retrieved.append([self.search.passages[r] for r in result.rows(self.n_hops)])
-        if self.generate:
+        if self.generates:
             outputs = self._final_answers([self._prompt(ex, ps) for ex, ps in zip(examples, retrieved)], costs, retrieved)
         else:
             outputs = [MethodOutput("", passages) for passages in retrieved]
@@ -116,7 +116,7 @@ class TreeHopMethod(Method):
         return outputs
 
     def _stats(self, example: QAExample, runs: dict[str, TreeResult], encode: float) -> dict[str, float]:
-        """Per variant and hop: gold titles found, recall, distinct passages and seconds (encoding included)."""
+        """Per variant and hop: gold titles found, recall (%), distinct passages and seconds (encoding included)."""
         gold = set(example.supporting_titles)
         stats: dict[str, float] = {"gold": float(len(gold))}
         for name, result in runs.items():
@@ -124,7 +124,7 @@ class TreeHopMethod(Method):
                 rows = result.rows(hop)
                 hits = len(gold & {self.search.passages[r].title for r in rows})
                 stats[f"{name}/hop{hop}/hits"] = float(hits)
-                stats[f"{name}/hop{hop}/recall"] = hits / len(gold) if gold else float("nan")
+                stats[f"{name}/hop{hop}/recall"] = 100 * hits / len(gold) if gold else float("nan")
                 stats[f"{name}/hop{hop}/k"] = float(len(rows))
                 stats[f"{name}/hop{hop}/seconds"] = result.seconds[hop - 1] + encode
         return {k: v for k, v in stats.items() if not np.isnan(v)}

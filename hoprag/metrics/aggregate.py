@@ -8,7 +8,9 @@ answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, TreeRare's `c
 CRAG's Acc / Hall / Miss / Score with their breakdowns sit under `crag/`, each named after its judge
 (`crag/acc@exact`, `crag/acc@gpt-3.5-turbo`, ...; `hoprag.metrics.crag`). A
 metric that is undefined for the rows (nothing retrieved, no gold passages, no question with all gold
-retrieved, no ASQA question or no QA reader) is left out rather than reported as 0.
+retrieved, no ASQA question or no QA reader) is left out rather than reported as 0; so are the answer metrics
+(EM, F1, EFR, CRAG's rates ...) of rows whose method generated no answer (`EvalRow.answered` false: a
+retrieval-only run such as TreeHop's or `method.generate=false`), which are scored on retrieval alone.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class EvalRow:
     (`QAExample.metadata["ambiguity"]`, see `hoprag.metrics.ambiguous`), None for other datasets. `crag`
     holds a CRAG question's categories (`hoprag.metrics.crag.GROUPS`), and once `MetricSuite.judge` has
     judged the row its `outcome`, `judge_reply` and the `judge`'s name; None for questions without CRAG's
-    metadata.
+    metadata. `answered` is false when the method generated no answer (retrieval only): the row then has no
+    answer scores at all, rather than an empty prediction's zeros.
     """
 
     prediction: str
@@ -56,11 +59,15 @@ class EvalRow:
     ambiguity: Mapping[str, Any] | None = None
     question: str = ""
     crag: Mapping[str, Any] | None = None
+    answered: bool = True
 
     @classmethod
-    def from_example(cls, example: QAExample, prediction: str, retrieved: Sequence[Passage] = ()) -> EvalRow:
+    def from_example(
+        cls, example: QAExample, prediction: str, retrieved: Sequence[Passage] = (), answered: bool = True
+    ) -> EvalRow:
         """Gold titles are the supporting titles; gold passages are the texts of the example's context
-        passages with a supporting title (empty for open-domain datasets without a context)."""
+        passages with a supporting title (empty for open-domain datasets without a context). An unanswered
+        row carries no ambiguity or CRAG structure: both only score answers."""
         supporting = set(example.supporting_titles)
         return cls(
             prediction=prediction,
@@ -68,9 +75,10 @@ class EvalRow:
             retrieved=list(retrieved),
             gold_titles=list(example.supporting_titles),
             gold_passages=[p.text for p in example.context if p.title in supporting],
-            ambiguity=example.metadata.get("ambiguity"),
+            ambiguity=example.metadata.get("ambiguity") if answered else None,
             question=example.question,
-            crag=_crag_categories(example),
+            crag=_crag_categories(example) if answered else None,
+            answered=answered,
         )
 
 
@@ -143,7 +151,10 @@ class MetricSuite:
 
     def answer_scores(self, row: EvalRow) -> dict[str, float]:
         """Per-question answer metrics as fractions (for traces and paired significance tests), with the
-        reader-free ambiguous-question metrics when the row carries their gold structure."""
+        reader-free ambiguous-question metrics when the row carries their gold structure; none for a row
+        without an answer."""
+        if not row.answered:
+            return {}
         f1, precision, recall = token_scores(row.prediction, row.golds)
         scores = {
             "em": exact_match(row.prediction, row.golds),
@@ -215,12 +226,12 @@ class MetricSuite:
         out["retrieval/n_without_gold"] = recall.n_without_gold
 
         with_gold = [i for i, g in enumerate(gold) if g]
-        efr = evidence_forgetting_rate(
-            [all_gold_retrieved(retrieved[i], gold[i], match) for i in with_gold],
-            [per_question[i]["em"] == 1.0 for i in with_gold],
-        )
-        if efr["efr"] is not None:
-            out["efr"] = _pct(efr["efr"])
-        out["forget_rate"] = _pct(efr["forget_rate"])
-        out["retrieval/all_gold_retrieved"] = _pct(efr["all_gold_retrieved_rate"])
+        complete = {i: all_gold_retrieved(retrieved[i], gold[i], match) for i in with_gold}
+        answered = [i for i in with_gold if rows[i].answered]  # EFR weighs the answer's EM
+        if answered:
+            efr = evidence_forgetting_rate([complete[i] for i in answered], [per_question[i]["em"] == 1.0 for i in answered])
+            if efr["efr"] is not None:
+                out["efr"] = _pct(efr["efr"])
+            out["forget_rate"] = _pct(efr["forget_rate"])
+        out["retrieval/all_gold_retrieved"] = _pct(_mean([float(complete[i]) for i in with_gold]))
         return out

@@ -127,7 +127,9 @@ class EmbeddingReranker(Reranker):
 
 class CrossEncoderReranker(Reranker):
     """A sentence-transformers CrossEncoder over (query, title + text) pairs: the paper's reranker is
-    ms-marco-MiniLM-L-12-v2. Weights load on the first rerank and are shared per process.
+    ms-marco-MiniLM-L-12-v2, hoprag's own the export of `train.py +model=reranker` (`reranker=trained`). Weights
+    load on the first rerank and are shared per process. With `cache_size` > 0, scores are remembered per (query,
+    passage text), up to that many pairs: a tree reranks a question's passages again at every level.
 
     `model` is a local folder, a hub id or a `pkg://` reference; `max_length` (tokens per pair) None keeps
     the model's own.
@@ -139,11 +141,14 @@ class CrossEncoderReranker(Reranker):
         batch_size: int = 32,
         device: str = "auto",
         max_length: int | None = 512,
+        cache_size: int = 0,
     ) -> None:
         self.model = model
         self.batch_size = batch_size
         self.device = device
         self.max_length = max_length
+        self.cache_size = cache_size
+        self._scores: dict[tuple[str, str], float] = {}
 
     def _load(self) -> Any:
         path, device = resolve_model_ref(self.model), resolve_device(self.device)
@@ -157,12 +162,22 @@ class CrossEncoderReranker(Reranker):
 
     def _score(self, queries: list[str], pools: list[list[Hit]]) -> list[Sequence[float]]:
         pairs = [(query, hit.passage.contents) for query, pool in zip(queries, pools) for hit in pool]
-        flat = np.asarray(
-            self._load().predict(pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True),
-            dtype=np.float64,
-        ).reshape(-1)
+        if self.cache_size:
+            new = list(dict.fromkeys(pair for pair in pairs if pair not in self._scores))
+            if len(self._scores) + len(new) > self.cache_size:
+                self._scores.clear()  # a rare restart; the batch's pairs are scored below
+                new = list(dict.fromkeys(pairs))
+            if new:
+                self._scores.update(zip(new, self._predict(new)))
+            flat = np.asarray([self._scores[pair] for pair in pairs], dtype=np.float64)
+        else:
+            flat = self._predict(pairs)
         bounds = np.cumsum([len(pool) for pool in pools])[:-1]
         return np.split(flat, bounds)
+
+    def _predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        scores = self._load().predict(pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True)
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
 
     def __repr__(self) -> str:
         return f"CrossEncoderReranker(model={self.model!r})"

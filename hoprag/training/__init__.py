@@ -4,6 +4,7 @@
 schedule annealed to it); `sampler` length-grouped batches; `splits` context-disjoint training / evaluation
 splits and the leak check every trained model runs; `exports` what an export records (`router.json`, the
 questions it was trained on); `classifier` the frozen embedder + linear head that a classifier export serves
-(router letters, CRAG domains). Submodules are imported directly (`hoprag.training.budget`), so that no one of
+(router letters, CRAG domains); `summary` what `train.py` ends with (the exported epoch beside the untrained
+start); `progress_bar` Lightning's bars as plain lines on a log or a pipe. Submodules are imported directly (`hoprag.training.budget`), so that no one of
 them pulls in another's dependencies.
 """

@@ -9,7 +9,11 @@ training pool), so the epoch is never picked on the evaluation set. Each positiv
 question's own paragraphs, resampled every batch, plus optionally `corpus_negatives` random paragraphs of the
 index and `mined_negatives` drawn from the `mined_pool` nearest passages of the index to the node's query
 (`mined_from: query`, what retrieval will face) or to its positive (`positive`: the paper's "sampled from the
-embedding database"), never a passage of the tree nor one with a gold title.
+embedding database"), never a passage of the tree nor one with a gold title. Mined before training from the
+frozen stand-in `q − c`; with `mined_refresh: n` the module mines again every n epochs from the queries the
+model being trained now makes (`remine`), so the negatives stay the passages that currently outrank the gold.
+`branch_negatives: w` also hands each node the w wrong siblings of its parent (the parent query's mined
+neighbours): the branches that compete with the gold one in the search's layer-wise top K.
 """
 
 from __future__ import annotations
@@ -95,6 +99,8 @@ class TreeBatch:
     positive: Tensor  # [n] passage rows
     negatives: Tensor  # [n, m]
     gold: list[set[int]]  # per tree: rows of all its positives (never used as negatives)
+    branches: Tensor | None = None  # [n, w] wrong siblings of each node's parent (-1 padded; `branch_negatives`)
+    excluded: list[set[int]] | None = None  # per tree with branches: its passages and every row of a gold title
 
 
 class TreeCollator:
@@ -107,7 +113,7 @@ class TreeCollator:
     def __call__(self, trees: list[Tree]) -> TreeBatch:
         d = self.data
         row = d.row_of
-        roots, tree_of, parents, depths, positives, negatives, golds = [], [], [], [], [], [], []
+        roots, tree_of, parents, depths, positives, negatives, golds, branches = [], [], [], [], [], [], [], []
         offset = 0
         for t, tree in enumerate(trees):
             gold = {row[n.passage_id] for n in tree.nodes}
@@ -120,14 +126,16 @@ class TreeCollator:
                 positives.append(row[node.passage_id])
                 mined = d.mined[tree.qid][j] if d.mined_negatives else ()
                 negatives.append(self._negatives(node.negatives, mined, gold))
+                if d.branch_negatives and node.parent >= 0:  # the parent query's nearest non-gold passages
+                    branches.append([int(r) for r in d.mined[tree.qid][node.parent][: d.branch_negatives]])
+                else:
+                    branches.append([])
             offset += len(tree.nodes)
-        width = max(1, max(len(n) for n in negatives))
-        padded = torch.full((len(negatives), width), -1, dtype=torch.long)
-        for i, n in enumerate(negatives):
-            padded[i, : len(n)] = torch.as_tensor(n, dtype=torch.long)
         return TreeBatch(
             torch.as_tensor(roots), torch.as_tensor(tree_of), torch.as_tensor(parents), torch.as_tensor(depths),
-            torch.as_tensor(positives), padded, golds,
+            torch.as_tensor(positives), _padded(negatives), golds,
+            _padded(branches) if d.branch_negatives else None,
+            [d.excluded[t.qid] for t in trees] if d.branch_negatives else None,
         )  # fmt: skip
 
     def _negatives(self, pool_ids: tuple[str, ...], mined: Sequence[int], gold: set[int]) -> list[int]:
@@ -141,6 +149,14 @@ class TreeCollator:
             near = [int(r) for r in mined if r >= 0 and r not in chosen]
             chosen += list(rng.choice(near, size=min(d.mined_negatives, len(near)), replace=False))
         return [int(r) for r in chosen]
+
+
+def _padded(rows: list[list[int]]) -> Tensor:
+    """Ragged rows of passage rows as one tensor, -1 where a row is shorter."""
+    padded = torch.full((len(rows), max(1, max(map(len, rows)))), -1, dtype=torch.long)
+    for i, r in enumerate(rows):
+        padded[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
+    return padded
 
 
 class TreeHopDataModule(L.LightningDataModule):
@@ -163,6 +179,8 @@ class TreeHopDataModule(L.LightningDataModule):
         mined_negatives: int = 0,
         mined_from: str = "query",
         mined_pool: int = 20,
+        mined_refresh: int = 0,
+        branch_negatives: int = 0,
         open_corpus: Mapping[str, QADataset | str] | Sequence[QADataset | str] = (),
         dev_fraction: float = 0.1,
         val_batch_size: int = 256,
@@ -181,6 +199,11 @@ class TreeHopDataModule(L.LightningDataModule):
         self.mined_negatives = mined_negatives
         self.mined_from = mined_from
         self.mined_pool = mined_pool
+        self.mined_refresh = mined_refresh
+        if branch_negatives and (not mined_negatives or mined_from != "query"):
+            raise ValueError("branch_negatives are the parent query's mined neighbours: set mined_negatives > 0 and "
+                             "mined_from=query")  # fmt: skip
+        self.branch_negatives = branch_negatives
         sources = open_corpus.values() if isinstance(open_corpus, Mapping) else open_corpus
         self.open_corpus = [source for source in sources if source is not None]  # null: a member left out
         self.dev_fraction = dev_fraction
@@ -243,13 +266,20 @@ class TreeHopDataModule(L.LightningDataModule):
         titles = [p.title for p in pool] + [opened.titles[i] for i in rest]
         return Embedded(own.questions, np.concatenate([np.stack(vectors), opened.passages[rest]]), ids, titles)
 
-    def _mine(self, trees: list[Tree]) -> dict[str, np.ndarray]:
+    def remine(self, node_queries: Mapping[str, np.ndarray]) -> None:
+        """Mine the training trees' negatives again from each node's current query (per tree id, [nodes, d]:
+        what the model being trained would search with), replacing the ones the next batches draw from."""
+        self.mined = self._mine(self.train_trees, node_queries)
+
+    def _mine(self, trees: list[Tree], node_queries: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per tree, each node's `mined_pool` nearest passages of the whole index ([nodes, mined_pool] rows, -1
         padded), never a passage of the tree nor one with a gold title (the same page from another dataset).
 
-        The node's query is the question at hop 1, else its parent's query minus the parent's positive: `q − c`,
-        the frozen stand-in for the TreeHop output it is trained from (`mined_from: positive`: its positive)."""
+        The node's query is `node_queries[tree id]` when given, else the question at hop 1 and its parent's query
+        minus the parent's positive below: `q − c`, the frozen stand-in for the TreeHop output it is trained from
+        (`mined_from: positive`: its positive)."""
         e, row = self.embedded, self.row_of
+        self.excluded: dict[str, set[int]] = {}  # per tree: its passages and every row with one of its gold titles
         rows_of_title: dict[str, list[int]] = {}
         for i, title in enumerate(e.titles):
             rows_of_title.setdefault(title, []).append(i)
@@ -258,16 +288,20 @@ class TreeHopDataModule(L.LightningDataModule):
             gold = {row[n.passage_id] for n in tree.nodes}
             titles = {*tree.gold_titles, *(e.titles[r] for r in gold)}
             excluded.append(gold | {r for title in titles for r in rows_of_title.get(title, ())})
-            node_queries = []
+            self.excluded[tree.qid] = excluded[-1]
+            if node_queries is not None:
+                queries.append(np.asarray(node_queries[tree.qid], dtype=np.float32))
+                continue
+            stand_in = []
             for node in tree.nodes:
                 if self.mined_from == "positive":
-                    node_queries.append(e.passages[row[node.passage_id]])
+                    stand_in.append(e.passages[row[node.passage_id]])
                 elif node.parent < 0:
-                    node_queries.append(e.questions[self.question_row[tree.qid]])
+                    stand_in.append(e.questions[self.question_row[tree.qid]])
                 else:
                     parent = tree.nodes[node.parent]
-                    node_queries.append(node_queries[node.parent] - e.passages[row[parent.passage_id]])
-            queries.append(np.stack(node_queries))
+                    stand_in.append(stand_in[node.parent] - e.passages[row[parent.passage_id]])
+            queries.append(np.stack(stand_in))
         k = min(len(e.passage_ids), self.mined_pool + max(map(len, excluded)))  # enough left after exclusion
         q, p = torch.from_numpy(np.concatenate(queries)), torch.from_numpy(e.passages)
         top = torch.cat([(q[i : i + 1024] @ p.T).topk(k, dim=1).indices for i in range(0, len(q), 1024)]).numpy()
@@ -292,6 +326,7 @@ class TreeHopDataModule(L.LightningDataModule):
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):  # noqa: ANN001, ANN201
         if isinstance(batch, TreeBatch):
-            for name in ("root", "tree", "parent", "depth", "positive", "negatives"):
-                setattr(batch, name, getattr(batch, name).to(device))
+            for name in ("root", "tree", "parent", "depth", "positive", "negatives", "branches"):
+                if getattr(batch, name) is not None:
+                    setattr(batch, name, getattr(batch, name).to(device))
         return batch

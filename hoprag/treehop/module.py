@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hoprag.treehop.checkpoint import EXPORT_FILE
-from hoprag.treehop.data import TreeBatch, TreeHopDataModule
+from hoprag.treehop.data import TreeBatch, TreeCollator, TreeHopDataModule
 from hoprag.treehop.model import TreeHop
 from hoprag.treehop.search import tree_search, unit
 from hoprag.treehop.trees import Tree
@@ -37,12 +37,13 @@ from hoprag.treehop.trees import Tree
 
 def info_nce(
     queries: Tensor, positives: Tensor, negatives: Tensor, neg_mask: Tensor | None = None,
-    temperature: float = 0.15, in_batch: Tensor | None = None,
+    temperature: float = 0.15, in_batch: Tensor | None = None, rivals: Tensor | None = None,
 ) -> Tensor:  # fmt: skip
     """Mean over tuples of CE([cos(h, p), cos(h, n_1..n_m)] / τ, target 0) (spec §6.1).
 
     `negatives` [n, m, d] with `neg_mask` [n, m] (False = padding). `in_batch` [n, n] (True = usable) adds the
-    other tuples' positives as further negatives (the SimCSE form, §6.2).
+    other tuples' positives as further negatives (the SimCSE form, §6.2). `rivals` [n, r] are further cosines
+    competing with the positive's (-inf = none): other branches' best hits, see `TreeHopModule.branch_rivals`.
     """
     h, p, neg = F.normalize(queries, dim=-1), F.normalize(positives, dim=-1), F.normalize(negatives, dim=-1)
     pos_logit = (h * p).sum(-1, keepdim=True)
@@ -52,6 +53,8 @@ def info_nce(
     logits = [pos_logit, neg_logit]
     if in_batch is not None:
         logits.append((h @ p.T).masked_fill(~in_batch, float("-inf")))
+    if rivals is not None:
+        logits.append(rivals)
     logits = torch.cat(logits, dim=1) / temperature
     return F.cross_entropy(logits, torch.zeros(len(h), dtype=torch.long, device=h.device))
 
@@ -69,6 +72,7 @@ class TreeHopModule(L.LightningModule):
         output_dropout: float = 0.1,
         in_batch_negatives: bool = False,
         correction_penalty: float = 0.0,
+        branch_hits: int = 1,
         scale_lr: float | None = None,
         top_k: int = 5,
         val_hops: int = 3,
@@ -80,6 +84,7 @@ class TreeHopModule(L.LightningModule):
         self.embedder_info: dict[str, Any] = {}
         self.dropout = torch.nn.Dropout(output_dropout)
         self._val: list[np.ndarray] = []
+        self.untrained_metrics: dict[str, float] | None = None  # the validation before the first step
 
     # -- set-up ------------------------------------------------------------------------------------------
 
@@ -139,15 +144,60 @@ class TreeHopModule(L.LightningModule):
         if self.hparams.in_batch_negatives:
             pos = batch.positive
             in_batch = (pos[:, None] != pos[None, :]) & (batch.tree[:, None] != batch.tree[None, :])
+        rivals = self.branch_rivals(batch, queries) if batch.branches is not None else None
         loss = info_nce(
-            self.dropout(queries), self.passages[batch.positive], negatives, mask, self.hparams.temperature, in_batch
-        )
+            self.dropout(queries), self.passages[batch.positive], negatives, mask, self.hparams.temperature, in_batch,
+            rivals,
+        )  # fmt: skip
         if self.hparams.correction_penalty and len(ratios):
             loss = loss + self.hparams.correction_penalty * ratios.square().mean()
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.root))
         if len(ratios):
             self.log("train/correction_ratio", ratios.detach().mean(), batch_size=len(batch.root))
         return loss
+
+    def on_train_epoch_start(self) -> None:
+        """Every `mined_refresh` epochs after the first, mine the negatives again from the queries the model
+        makes now (each node's parent output), so they track what outranks the gold as the model moves."""
+        data, epoch = self.data, self.current_epoch
+        if not (data.mined_negatives and data.mined_refresh) or epoch == 0 or epoch % data.mined_refresh:
+            return
+        training = self.model.training
+        self.model.eval()
+        queries = {}
+        with torch.no_grad():
+            collate = TreeCollator(data, seed=epoch)  # its negatives are not used; the queries do not depend on them
+            for i in range(0, len(data.train_trees), data.val_batch_size):
+                trees = data.train_trees[i : i + data.val_batch_size]
+                batch = data.transfer_batch_to_device(collate(trees), self.device, 0)
+                flat = self.tree_queries(batch)[0].float().cpu().numpy()
+                for t, tree in enumerate(trees):
+                    queries[tree.qid] = flat[batch.tree.cpu().numpy() == t]
+        self.model.train(training)
+        data.remine(queries)
+
+    def branch_rivals(self, batch: TreeBatch, queries: Tensor) -> Tensor:
+        """[n, w · branch_hits] cosines of the best hits of each node's rival branches: its parent's query
+        updated with a wrong sibling of the parent (`batch.branches`), searched over the whole index without
+        the tree's passages or gold titles' rows (`data.mined` already excludes those from the siblings). In the
+        search these compete with the gold branch's hit for the layer's top K, so the loss asks the model to
+        score its gold continuation above what wrong branches find (gradient through their queries too)."""
+        n, w = batch.branches.shape
+        k = self.hparams.branch_hits
+        used = batch.branches >= 0
+        out = queries.new_full((n, w * k), float("-inf"))
+        if not used.any():
+            return out
+        node, slot = torch.nonzero(used, as_tuple=True)
+        parent_query = queries[batch.parent[node]]  # the query that retrieved the parent and its siblings
+        rival, _ = self.model.update(parent_query, self.passages[batch.branches[node, slot]])
+        scores = F.normalize(rival, dim=-1) @ self.passages.T
+        gold = torch.zeros_like(scores, dtype=torch.bool)
+        for i, t in enumerate(batch.tree[node].tolist()):
+            gold[i, list(batch.excluded[t])] = True
+        gold[torch.arange(len(node)), batch.branches[node, slot]] = True  # a branch does not find its own chunk
+        top = scores.masked_fill(gold, float("-inf")).topk(k, dim=1).values
+        return out.index_put((node[:, None], slot[:, None] * k + torch.arange(k, device=out.device)), top)
 
     # -- validation --------------------------------------------------------------------------------------
 
@@ -174,6 +224,7 @@ class TreeHopModule(L.LightningModule):
         rows = [self._val_row(trees[i : i + size]) for i in range(0, len(trees), size)]
         self.model.train(training)
         metrics = self._val_metrics(rows)
+        self.untrained_metrics = metrics  # train.py's summary sets them beside the exported epoch's
         for logger in self.loggers:
             logger.log_metrics(metrics, step=0)
         at = f"@{self.hparams.top_k}_hop{min(2, self.hparams.val_hops)}"
@@ -245,7 +296,7 @@ class TreeHopModule(L.LightningModule):
         metrics["val/branch_cos"] = cos / n
         for name in ("alpha", "beta"):  # the learnt scales of the correction and of the subtracted chunk
             if isinstance(getattr(self.model, name), torch.Tensor):
-                metrics[f"val/{name}"] = float(getattr(self.model, name))
+                metrics[f"val/{name}"] = float(getattr(self.model, name).detach())
         return metrics
 
     # -- export ------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ LLM_TRANSPORT = ("base_url", "api_key", "timeout", "max_retries", "backoff", "ma
                  "timeout_per_token")  # fmt: skip
 # Overrides that say where a run writes, what it shows or how fast it goes: left out of run names (wandb's,
 # hoprag.compare's), these by their first key and RUN_CONTROL_ANYWHERE at any depth.
-UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite"})
+UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite", "progress", "verbose"})
 
 
 def is_run_control(key: str) -> bool:

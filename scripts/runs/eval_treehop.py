@@ -40,7 +40,7 @@ def table(metrics: dict[str, float]) -> str:
                 cells.append(f"{'':>30}")
                 continue
             micro = 100 * metrics[f"{base}/hits"] / gold
-            macro = 100 * metrics[f"{base}/recall"]
+            macro = metrics[f"{base}/recall"]  # a percentage, as every rate hoprag reports
             cell = f"{micro:.1f} / {macro:.1f} / {metrics[f'{base}/k']:.1f} / {metrics[f'{base}/seconds']:.4f}"
             cells.append(f"{cell:>30}")
         lines.append(f"{v:<14}" + "".join(cells))

@@ -1,6 +1,6 @@
 """Print the TreeRare trees of an `eval.py +method=treerare` (or `+method=tree_retrieval`) run readably.
 
-    python scripts/runs/show_treerare.py <run_dir> [-n 1] [--outputs]
+    python scripts/runs/show_treerare.py <run_dir> [-n 1] [--outputs] [--trees-only]
 
 For each question: the question, gold and predicted answers with their cover-EM and EM, the gold titles
 found among the retrieved passages, then the tree from the root down (each node's label and height,
@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("-n", type=int, default=1, help="questions to show (0: all)")
     parser.add_argument("--outputs", action="store_true", help="whole evidence and the raw QG / SAG replies")
+    parser.add_argument("--trees-only", action="store_true", help="no run metrics at the end (eval.py printed them)")
     args = parser.parse_args(argv)
     try:
         records = [r for r in run_records(args.run_dir) if is_treerare(r)]
@@ -66,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"   final output: {' '.join(r['trace']['output'].split())}")
         stats = ", ".join(f"{k}={v:g}" for k, v in r.get("stats", {}).items())
         print(f"   {stats}\n")
-    print(metrics_summary(args.run_dir, SUMMARY))
+    if not args.trees_only:
+        print(metrics_summary(args.run_dir, SUMMARY))
 
 
 if __name__ == "__main__":

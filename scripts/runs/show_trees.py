@@ -1,6 +1,6 @@
 """Print the PruneRAG trees of an `eval.py +method=prunerag` run readably.
 
-    python scripts/runs/show_trees.py <run_dir> [-n 3] [--outputs]
+    python scripts/runs/show_trees.py <run_dir> [-n 3] [--outputs] [--trees-only]
 
 For each question: the question, gold and predicted answers, the tree (node kind and depth, status,
 accepted answer and confidence, retrieved titles; `--outputs` adds the raw decision outputs) and its
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("-n", type=int, default=3, help="questions to show (0: all)")
     parser.add_argument("--outputs", action="store_true", help="also print the raw decision outputs")
+    parser.add_argument("--trees-only", action="store_true", help="no run metrics at the end (eval.py printed them)")
     args = parser.parse_args()
     try:
         records = [r for r in run_records(args.run_dir) if "tree" in r.get("trace", {})]
@@ -42,7 +43,8 @@ def main() -> None:
         print(format_tree(r["trace"]["tree"], outputs=args.outputs))
         stats = ", ".join(f"{k}={v:g}" for k, v in r.get("stats", {}).items())
         print(f"   {stats}\n")
-    print(metrics_summary(args.run_dir, SUMMARY))
+    if not args.trees_only:
+        print(metrics_summary(args.run_dir, SUMMARY))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ def test_a_flashrag_pair_given_on_the_command_line(tmp_path):
         tmp_path=tmp_path, check=False,
     )  # fmt: skip
     assert missing.returncode != 0 and "Missing mandatory value: data.questions" in missing.stderr
+    assert not (tmp_path / "missing").exists()  # nothing produced: no run folder left behind
 
 
 def test_a_rerun_with_another_k_is_refused_and_the_run_directory_kept(tmp_path):

@@ -33,7 +33,7 @@ def test_limit_zero_is_refused_before_anything_is_written(tmp_path):
     run_dir = tmp_path / "run"
     proc = eval_py("+method=no_retrieval", "llm=scripted", "limit=0", f"hydra.run.dir={run_dir}", tmp_path=tmp_path)
     assert proc.returncode == 1 and "limit=0 must be an integer >= 1 or null" in proc.stderr
-    assert files(run_dir) == {"eval.log": b""}  # Hydra's own (empty) job log: no .hydra/, fingerprint or predictions
+    assert not run_dir.exists()  # not even Hydra's empty job log: a refused run leaves no folder behind
 
 
 def test_overwrite_leaves_the_old_run_as_it_was_when_the_llm_probe_fails(tmp_path):

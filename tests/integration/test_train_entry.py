@@ -49,6 +49,7 @@ def test_train_without_a_model_lists_the_choices(tmp_path):
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0
     assert "choose a model: +model={" in out and "treehop" in out
+    assert not (tmp_path / "run").exists()  # a command that failed before producing anything leaves no folder
 
 
 def test_a_resume_with_another_lr_is_refused_before_anything_is_built(compose_cfg, tmp_path):
@@ -103,9 +104,9 @@ def test_treehop_trains_is_killed_and_resumes_from_last_ckpt(tmp_path):
     second = train(*SHRUNK, run_dir=run_dir, cache=cache)
     out, _ = second.communicate(timeout=600)
     assert second.returncode == 0, out[-3000:]
-    assert "Restoring states from the checkpoint path" in out
+    assert f"resuming from {last}" in out
     assert "TreeHop: " in out and "parameters" in out
-    assert "best/val/recall@5_hop2" in out  # the score of the checkpoint that was exported
+    assert "exported: " in out and "the best val/recall@5_hop2" in out  # what the export scored leads the summary
     assert last.stat().st_mtime > killed_at
     assert (run_dir / "export" / "treehop.pt").is_file()
     rows = [r for r in csv.DictReader(open(run_dir / "csv" / "version_1" / "metrics.csv")) if r["val/recall@5_hop2"]]

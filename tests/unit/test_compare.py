@@ -37,6 +37,11 @@ def eval_run(path: Path, right: Iterable[int], overrides: Sequence[str] = (), n:
     return metrics
 
 
+def squeezed(text: str) -> str:
+    """The report with its table padding collapsed: cells compared by content and order."""
+    return re.sub(r" {2,}", " ", re.sub(r"\|-+", "|---", text))
+
+
 def test_the_table_holds_each_runs_quality_and_cost_named_by_its_own_overrides(tmp_path, capsys):
     a = eval_run(tmp_path / "a", range(40), ["+method=a"])
     b = eval_run(tmp_path / "b", range(10), ["+method=b"])
@@ -52,10 +57,53 @@ def test_the_table_holds_each_runs_quality_and_cost_named_by_its_own_overrides(t
         assert float(row["cost/mean/prompt_tokens"]) == metrics["cost/mean/prompt_tokens"] > 0
         assert row["cost/mean/completion_tokens"] == "1.0" and row["em_std"] == ""
         assert float(row["cost/mean/seconds/total"]) == pytest.approx(metrics["cost/mean/seconds/total"], abs=1e-3)
-    printed = capsys.readouterr().out
+    raw = capsys.readouterr().out
+    printed = squeezed(raw)
     assert "| run | n | EM | F1 | Acc | LLM calls | prompt tok | compl. tok | s/question |" in printed
     assert "| +method=a | 50 | 80.0 | 80.0 | 80.0 | 1.00 |" in printed
-    assert (tmp_path / "out" / "report.md").read_text() in printed
+    assert (tmp_path / "out" / "report.md").read_text() in raw
+    lines = raw.splitlines()
+    table = lines[lines.index(next(line for line in lines if re.match(r"\| run +\| +n \|", line))) :][:4]
+    assert table[2].startswith("| +method=a ") and table[3].startswith("| +method=b ")
+    assert len({len(line) for line in table}) == 1  # padded: the columns align (header, rule, rows)
+    assert "Columns not shown: retrievals, passages: 0 in every run." in printed
+
+
+def test_the_report_says_when_how_and_from_what_it_was_made(tmp_path, capsys):
+    eval_run(tmp_path / "a", range(40), ["+method=a"])
+    eval_run(tmp_path / "b", range(10), ["+method=b"])
+    hydra = "hydra:\n  job:\n    name: eval\n  overrides:\n    hydra:\n    - hydra.run.dir=logs/x\n    - hydra.mode=RUN\n"
+    (tmp_path / "a" / ".hydra" / "hydra.yaml").write_text(hydra + "    task:\n    - data=fake\n    - +method=a\n")
+    (tmp_path / "a" / ".hydra" / "config.yaml").write_text("data: {}\n")  # saved when the run started
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--resamples", "100"]) == 0
+    printed = capsys.readouterr().out
+    first = printed.splitlines()[0]
+    assert re.fullmatch(r"Made \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* from hoprag \S+ by: python compare\.py .*/a .*/b "
+                        r"--resamples 100", first)  # fmt: skip
+    assert "Questions: ?, 50 questions." in printed  # the runner alone records no dataset name
+    runs = printed[printed.index("Runs:") :].splitlines()[2:]
+    assert runs[0] == "| run | dataset | questions | started | commit | directory | command |" and len(runs) == 4
+    assert runs[2].startswith("| +method=a | ? | 50 | ")
+    assert f"| {tmp_path / 'a'} | python eval.py data=fake +method=a hydra.run.dir=logs/x |" in runs[2]
+    assert runs[3] == f"| +method=b | ? | 50 | ? | ? | {tmp_path / 'b'} | ? |"  # no Hydra record: unknown
+    started = json.loads((tmp_path / "a" / "metrics.json").read_text())["run"]
+    assert "started" not in started  # the runner alone: eval.py stamps `started` and `commit`, else .hydra's time
+    assert re.search(r"\| 50 \| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* \| \? \|", runs[2])
+
+
+def test_brief_prints_the_table_and_one_row_of_quality_tests_per_run(tmp_path, capsys):
+    eval_run(tmp_path / "a", range(40), ["+method=a"])
+    eval_run(tmp_path / "b", range(10), ["+method=b"])
+    eval_run(tmp_path / "c", range(40), ["+method=c"])  # answers as a does
+    assert main([str(tmp_path / d) for d in "abc"] + ["--brief", "--resamples", "200", "--out", str(tmp_path / "o")]) == 0
+    printed = squeezed(capsys.readouterr().out)
+    assert printed.startswith("Made ") and "| +method=b | 50 | 20.0 | 20.0 | 20.0 |" in printed
+    tests = printed[printed.index("Paired against `+method=a`") :].splitlines()
+    assert tests[2] == "| run | EM | F1 | Acc |"  # quality only: the costs differ visibly in the table above
+    assert re.fullmatch(r"\| \+method=b \| -60\.00 \(p 0\.0\d\) \| -60\.00 \(p 0\.0\d\) \| -60\.00 \(p 0\.0\d\) \|", tests[4])
+    assert tests[5] == "| +method=c | = | = | = |"  # equal to the baseline on every question
+    assert "Runs:" not in printed and "report.md and report.html" in printed
+    assert "| +method=b | EM | 50 | 80.00 | 20.00 | -60.00 |" in squeezed((tmp_path / "o" / "report.md").read_text())
 
 
 def test_run_names_leave_out_overrides_that_change_nothing_computed(tmp_path):
@@ -73,7 +121,7 @@ def test_runs_that_differ_only_by_seed_collapse_to_mean_and_std(tmp_path):
     assert rows.keys() == {"+method=a", "+method=b"}
     assert (rows["+method=a"]["runs"], rows["+method=a"]["em"], rows["+method=a"]["em_std"]) == ("2", "70.0", "14.1")
     assert (rows["+method=b"]["runs"], rows["+method=b"]["em_std"]) == ("1", "")
-    assert "| +method=a | 2 | 50 | 70.0 ± 14.1 |" in markdown_table(comparison)
+    assert "| +method=a | 2 | 50 | 70.0 ± 14.1 |" in squeezed(markdown_table(comparison))
     em = next(s.test for s in comparison.significance if s.column.key == "em")  # b against a's seed mean
     assert (em.n, em.mean_a, em.mean_b) == (N, 70.0, 20.0)
 
@@ -311,7 +359,7 @@ def test_train_seeds_collapse_and_eval_and_train_runs_get_separate_tables(tmp_pa
         == 0
     )
 
-    printed = capsys.readouterr().out
+    printed = squeezed(capsys.readouterr().out)
     assert "| +method=b | 10 | 80.0 |" in printed  # the eval table and its tests, as before
     assert "Train runs are not paired-tested" in printed
     assert "| +model=treehop | 2 | val/acc (max) | 65.00 ± 7.07 | 0.5 ± 0.7 | 50.00 ± 14.14 | 2.0 ± 0.0 |" in printed

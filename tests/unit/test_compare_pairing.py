@@ -97,7 +97,7 @@ def test_a_runs_table_figure_is_its_metrics_json_and_paired_values_are_labelled_
     a = qa_run(tmp_path / "a", n=50, right=range(40), overrides=["limit=50"])
     b = qa_run(tmp_path / "b", n=30, right=range(10), overrides=["limit=30"])
     assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--intersect", "--resamples", "50"]) == 0
-    printed = capsys.readouterr().out
+    printed = re.sub(r" {2,}", " ", capsys.readouterr().out)  # the tables' padding collapsed
     assert (a["em"], b["em"]) == (80.0, 33.3)
     assert "| limit=50 | 50 | 80.0 |" in printed and "| limit=30 | 30 | 33.3 |" in printed  # own questions
     assert "Each row holds its runs' own metrics.json figures, over their own n questions." in printed
@@ -105,6 +105,8 @@ def test_a_runs_table_figure_is_its_metrics_json_and_paired_values_are_labelled_
     assert "| run | metric | shared | baseline on shared | run on shared |" in printed
     assert "| limit=30 | EM | 30 | 100.00 | 33.33 |" in printed  # a's figure over the shared 30, so labelled
     assert "are paired on 30 questions, dropping 20 that not all of them answered and 0" in printed
+    same = next(line for line in printed.splitlines() if line.startswith("Not shown, equal to the baseline"))
+    assert "limit=30: LLM calls" in same and "| limit=30 | LLM calls |" not in printed  # +0.000 [+0.000, +0.000]
 
 
 def test_a_paired_micro_recall_divides_by_the_runs_own_gold_count(tmp_path):

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from hoprag.compare import Comparison, Group, RunDir, TrainRun, table_columns
+from hoprag.compare import Comparison, Group, Run, RunDir, TrainRun, table_columns
 from hoprag.compare.plots import (
     Sweep,
     cost_column,
     hop_curves,
     hop_plot,
+    labels,
     pareto_front,
     quality_column,
     quality_cost_plot,
@@ -19,6 +20,7 @@ from hoprag.compare.plots import (
     sweep_plot,
     swept_keys,
     train_plot,
+    undrawn,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -115,3 +117,37 @@ def test_importing_the_comparison_does_not_import_matplotlib():
 
     code = "import sys, hoprag.compare, hoprag.compare.plots; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def run_of(method: str, overrides: Sequence[str], metrics: dict, **info) -> Group:
+    """A one-run group of an eval run of `method` (its metrics.json `run` section holds the method's name)."""
+    return Group(",".join(overrides), [Run(Path(f"/runs/{method}"), list(overrides), metrics,
+                                           info={"method": method, **info})])  # fmt: skip
+
+
+def test_plots_name_runs_by_method_then_the_overrides_that_differ():
+    figures = {"f1": 10.0, "cost/mean/prompt_tokens": 100.0}
+    groups = [
+        run_of("standard_rag", ["+method=standard_rag", "data=hotpotqa"], figures),
+        run_of("standard_rag", ["+method=standard_rag", "data=hotpotqa", "retriever=treehop"], figures),
+        run_of("prunerag", ["+experiment=prunerag", "data=hotpotqa"], figures),
+        run_of("prunerag", ["+experiment=prunerag_wo_con", "data=hotpotqa"], figures),
+        run_of("pruningrag", ["+method=pruningrag", "data=hotpotqa"], figures, router="untuned"),
+    ]
+    assert labels(groups) == [
+        "standard_rag",  # data=hotpotqa is common; +method=standard_rag says what the name already says
+        "standard_rag (retriever=treehop)",
+        "prunerag",
+        "prunerag (experiment=prunerag_wo_con)",
+        "pruningrag (router untuned)",
+    ]
+    twins = [run_of("a", ["+method=a", "seed=1"], figures), run_of("a", ["+method=a", "seed=2"], figures)]
+    assert labels(twins) == ["+method=a,seed=1", "+method=a,seed=2"]  # alike: their table names instead
+    assert labels([Group("k=5", [RunDir(Path("/r/0"), ["k=5"], figures)])]) == ["k=5"]  # no method known
+
+
+def test_the_quality_cost_plot_names_the_runs_it_cannot_draw():
+    drawn = run_of("a", ["+method=a"], {"f1": 10.0, "cost/mean/prompt_tokens": 100.0})
+    retrieval_only = run_of("b", ["+method=b"], {"retrieval/passage_recall": 50.0, "cost/mean/prompt_tokens": 0.0})
+    both = comparison(drawn, retrieval_only)
+    assert undrawn(both) == ["b"] and quality_cost_plot(both).startswith(PNG)

@@ -218,7 +218,8 @@ def test_every_reranker_config_composes_and_instantiates_without_loading_weights
     reranker = instantiate(cfg.reranker)
     assert isinstance(reranker, Reranker)
     assert embedders_module._MODELS == {}
-    expected = {"cross_encoder": CrossEncoderReranker, "minilm": EmbeddingReranker, "none": NoReranker}
+    expected = {"cross_encoder": CrossEncoderReranker, "minilm": EmbeddingReranker, "none": NoReranker,
+                "trained": CrossEncoderReranker}  # fmt: skip
     assert type(reranker) is expected[name]
 
 

@@ -57,8 +57,11 @@ def split():
 def test_train_py_trains_selects_on_the_training_split_and_exports(trained):
     run, out = trained
     assert "{'fit': 666, 'val': 168, 'test': 834}" in out  # selection slice from the training split only
-    metrics = dict(re.findall(r"^  (\S+/\S+) +([\d.]+)$", out, re.MULTILINE))
-    assert float(metrics["test/acc"]) > 0.5 and float(metrics["best/val/macro_f1"]) > 0.4
+    metrics = dict(re.findall(r"^  (\S+/\S+) +([\d.]+)$", out, re.MULTILINE))  # the test table: one value a row
+    header = next(re.split(r"\s{2,}", line.strip()) for line in out.splitlines() if line.split()[:1] == ["metric"])
+    exported = next(i for i, title in enumerate(header) if title.startswith("exported"))  # "exported (epoch n)"
+    selected = next(line.split() for line in out.splitlines() if line.split()[:1] == ["val/macro_f1"])
+    assert float(metrics["test/acc"]) > 0.5 and float(selected[exported]) > 0.4
     settings = json.loads((run / "export" / "router.json").read_text())
     assert settings["options"] == "tatqa" and settings["letters"] == ["a", "b", "c"]
     assert settings["embedder"]["_target_"] == "tests.fakes.HashEmbedder"

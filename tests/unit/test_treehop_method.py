@@ -62,6 +62,7 @@ def test_method_reports_every_variant_per_hop_for_table_questions(dense, ckpt):
         assert f"{variant}/hop{hops}/recall" in stats and f"{variant}/hop{hops + 1}/k" not in stats
     assert stats["direct@6/hop1/k"] == 6 and stats["treehop@3/hop1/k"] == 3
     assert stats["treehop@3/hop1/recall"] <= stats["treehop@3/hop2/recall"] <= stats["treehop@3/hop3/recall"]
+    assert stats["direct@6/hop1/recall"] == 100 * stats["direct@6/hop1/hits"] / 2  # a percentage, as every rate
     for out, cost in zip(outputs, costs):
         assert len(out.retrieved) == len({p.id for p in out.retrieved}) <= 6
         assert [p.id for p in out.retrieved] == [pid for hop in out.trace["hops"][:2] for pid in hop]
@@ -108,7 +109,7 @@ def test_method_and_retriever_configs_compose(compose_cfg):
 
 def test_table_script_computes_micro_recall_from_the_stats():
     script = load_script("runs/eval_treehop.py")
-    metrics = {"method/gold": 2.0, "method/direct@5/hop1/hits": 1.0, "method/direct@5/hop1/recall": 0.6,
+    metrics = {"method/gold": 2.0, "method/direct@5/hop1/hits": 1.0, "method/direct@5/hop1/recall": 60.0,
                "method/direct@5/hop1/k": 5.0, "method/direct@5/hop1/seconds": 0.01}  # fmt: skip
     row = script.table(metrics).splitlines()[-1]
     assert row.startswith("direct@5") and "50.0 / 60.0 / 5.0" in row

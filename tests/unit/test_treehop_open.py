@@ -18,7 +18,7 @@ from lightning.pytorch.loggers import CSVLogger
 from hoprag.data import QADataset
 from hoprag.treehop import TreeHop
 from hoprag.treehop.data import TreeCollator, TreeHopDataModule
-from hoprag.treehop.module import TreeHopModule
+from hoprag.treehop.module import TreeHopModule, info_nce
 from tests.unit.test_treehop_training import HashEmbedder, Records, module_on
 
 
@@ -188,6 +188,64 @@ def test_mined_from_positive_uses_the_positives_neighbours(tmp_path, records):
     assert dm.mined[tree.qid][1].tolist() == nearest[:20]
     with pytest.raises(ValueError, match="mined_from='answer'"):
         TreeHopDataModule(records, TextEmbedder(), mined_from="answer")
+
+
+def test_refresh_mines_again_from_the_models_current_queries(tmp_path, records, monkeypatch):
+    dm = open_data(tmp_path, records, mined_negatives=2, mined_pool=3, mined_refresh=2)
+    module = module_on(dm, Attached, output_dropout=0.0)
+    module.model, module.data = TreeHop(dm.dim, correction_init=0.0, learn_subtraction=True), dm  # h = q − β·c
+    with torch.no_grad():
+        module.model.beta.fill_(0.3)  # the model moved away from q − c, so its hop-2 queries differ
+    stand_in = {qid: m.copy() for qid, m in dm.mined.items()}
+    for epoch, refreshed in ((1, False), (2, True)):
+        monkeypatch.setattr(Attached, "current_epoch", epoch)  # Lightning's property, without a Trainer
+        module.on_train_epoch_start()
+        changed = any(not np.array_equal(dm.mined[q], stand_in[q]) for q in stand_in)
+        assert changed == refreshed  # only on the refresh epoch
+    e, row = dm.embedded, dm.row_of
+    for tree in dm.train_trees:
+        question = e.questions[dm.question_row[tree.qid]]
+        own = {row[n.passage_id] for n in tree.nodes}
+        titles = {*tree.gold_titles, *(e.titles[r] for r in own)}
+        gold = own | {r for r, title in enumerate(e.titles) if title in titles}
+        for node, mined in zip(tree.nodes, dm.mined[tree.qid]):
+            parent = tree.nodes[node.parent] if node.parent >= 0 else None
+            query = question if parent is None else question - 0.3 * e.passages[row[parent.passage_id]]
+            nearest = [int(r) for r in np.argsort(-(e.passages @ query), kind="stable") if r not in gold]
+            assert mined.tolist() == nearest[:3]
+
+
+def test_rival_branches_compete_with_the_gold_continuation(tmp_path, records):
+    dm = open_data(tmp_path, records, mined_negatives=2, mined_pool=3, branch_negatives=2)
+    module = module_on(dm, Attached, output_dropout=0.0)
+    module.model, module.data = TreeHop(dm.dim, correction_init=0.0, learn_subtraction=True), dm
+    batch = TreeCollator(dm, seed=0)(dm.train_trees[:3])
+    queries, _ = module.tree_queries(batch)
+    rivals = module.branch_rivals(batch, queries)
+    e = dm.embedded
+    for i in range(len(batch.tree)):
+        if batch.parent[i] < 0:  # a hop-1 node has no rival branch: the question is its only query
+            assert torch.isinf(rivals[i]).all()
+            continue
+        t = int(batch.tree[i])
+        tree, first = dm.train_trees[t], int(torch.nonzero(batch.tree == t)[0])
+        parent = int(batch.parent[i]) - first
+        assert tree.nodes[parent].parent < 0  # Records' trees have two hops: the parent's query is the question
+        siblings = batch.branches[i].tolist()
+        assert siblings == dm.mined[tree.qid][parent][:2].tolist()  # the question's nearest wrong passages
+        excluded = dm.excluded[tree.qid]
+        for slot, sibling in enumerate(siblings):
+            query = e.questions[dm.question_row[tree.qid]] - e.passages[sibling]  # β = 1: q − c of the rival
+            cos = e.passages @ (query / np.linalg.norm(query))
+            allowed = [r for r in range(len(cos)) if r not in excluded and r != sibling]
+            assert float(rivals[i, slot].detach()) == pytest.approx(cos[allowed].max(), abs=1e-5)
+    mask = batch.negatives >= 0
+    loss = info_nce(queries, module.passages[batch.positive], module.passages[batch.negatives.clamp(min=0)], mask,
+                    rivals=rivals)  # fmt: skip
+    loss.backward()
+    assert module.model.beta.grad is not None and module.model.beta.grad != 0  # the rivals' queries carry gradient
+    with pytest.raises(ValueError, match="branch_negatives"):
+        TreeHopDataModule(records, TextEmbedder(), branch_negatives=2)
 
 
 # -- configs ---------------------------------------------------------------------------------------------

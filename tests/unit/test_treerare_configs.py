@@ -55,7 +55,7 @@ def test_tree_retrieval_composes_with_each_reranker(compose_cfg):
     assert cfg.retriever._target_.endswith("BM25Retriever") and list(cfg.metrics.ks) == [5, 15]
     method = build(cfg)
     assert isinstance(method, TreeRetrievalMethod) and isinstance(method.search.reranker, EmbeddingReranker)
-    assert (method.search.k, method.search.keep, method.generate) == (10, 15, False)
+    assert (method.search.k, method.search.keep, method.generates) == (10, 15, False)
     method = build(compose_cfg("eval", ["+experiment=tree_retrieval", "reranker@method.search.reranker=none"]))
     assert isinstance(method.search.reranker, NoReranker)
     cfg = compose_cfg("eval", ["+experiment=tree_retrieval", "reranker@method.search.reranker=cross_encoder"])

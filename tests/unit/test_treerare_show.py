@@ -145,6 +145,9 @@ def test_the_script_prints_each_question_its_tree_and_the_runs_treerare_metrics(
     printed = capsys.readouterr().out
     assert printed.count("Q: ") == 1 and "qg: response: " in printed
     assert "final output: Explanations: step by step. FINAL: The answer is Simply Red." in printed
+    show.main([str(tmp_path), "--trees-only"])  # as make demo runs it, right after eval.py printed the metrics
+    printed = capsys.readouterr().out
+    assert "CT tree: 8 of 22" in printed and not re.search(r"^  cover_em ", printed, re.MULTILINE)
 
 
 def test_a_retrieval_only_run_shows_its_trees_without_answer_scores(tmp_path, capsys):

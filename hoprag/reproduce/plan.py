@@ -1,0 +1,92 @@
+"""The `eval.py` jobs a table needs at a scale, one per row with runs of its own and column group, each in a fixed
+run directory (`<out>/runs/<row>/<group>`), so a rerun finds them: a job is skipped (with the reason, or the
+command that makes the file it needs), finished (nothing to do) or to run.
+
+A job is finished when its run directory holds a metrics.json over every record of its predictions.jsonl,
+written after the run last started (`.hydra/overrides.yaml`, which `eval.py` writes when a run starts) with the
+same overrides as the job's, run-control ones (`show`, `logger`, paths, caches) aside. Anything else is run:
+`eval.py` resumes what is there, refuses a directory started with other settings (`overwrite=true` starts it
+afresh), and answers only what is missing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from hoprag.compare.groups import is_run_control_override
+from hoprag.paths import PROJECT_ROOT
+from hoprag.reproduce.spec import Requirement, Table
+
+RUNS = "runs"
+METRICS = "metrics.json"
+PREDICTIONS = "predictions.jsonl"
+OVERRIDES = Path(".hydra") / "overrides.yaml"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One `eval.py` run: the row whose run it is, the column group, its overrides and directory, and why it
+    does not run at this scale ("" when it does)."""
+
+    row: str
+    group: str
+    overrides: tuple[str, ...]
+    directory: Path
+    skip: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.row}/{self.group}"
+
+    def sweep_overrides(self) -> list[str]:
+        """The job as the row sweeper launches it: its overrides and its run directory under the sweep's."""
+        return [*self.overrides, f"hydra.sweep.subdir={self.name}"]
+
+    def finished(self) -> bool:
+        metrics, started = self.directory / METRICS, self.directory / OVERRIDES
+        if not (metrics.is_file() and started.is_file()) or metrics.stat().st_mtime < started.stat().st_mtime:
+            return False
+        if _settings(yaml.safe_load(started.read_text(encoding="utf-8")) or []) != _settings(self.overrides):
+            return False
+        try:
+            n = json.loads(metrics.read_text(encoding="utf-8"))["run"]["n"]
+        except (ValueError, KeyError, TypeError):
+            return False
+        predictions = self.directory / PREDICTIONS
+        if not predictions.is_file():
+            return False
+        with open(predictions, "rb") as f:
+            return n == sum(1 for line in f if line.strip())
+
+
+def _settings(overrides: Sequence[str]) -> list[str]:
+    return [str(o) for o in overrides if not is_run_control_override(str(o))]
+
+
+def missing(requirements: Sequence[Requirement]) -> str:
+    """Why a row cannot run for want of a file ("" when every file it needs is there)."""
+    for r in requirements:
+        path = Path(r.path)
+        if not (path if path.is_absolute() else PROJECT_ROOT / path).exists():
+            return f"needs {r.path}, made by `{r.command}`"
+    return ""
+
+
+def plan(table: Table, scale: str, out_dir: Path, shared: Sequence[str] = (), check_files: bool = True) -> list[Job]:
+    """Every job of `table` at `scale`, row by row in table order, each group in column order; `shared`
+    overrides (the command line's `job_overrides`) follow the scale's. `check_files=False` does not skip a
+    job for a missing file it needs (to compose every job's config, as the tests do)."""
+    jobs = []
+    for row in (r for r in table.rows if r.run == r.id):
+        for g in table.run_groups():
+            group = table.groups[g]
+            reason = (group.skip[scale] or row.skip[scale] or row.group_skip.get(g, {}).get(scale, "")
+                      or (missing(row.requires[scale]) if check_files else ""))  # fmt: skip
+            overrides = (*table.scales[scale].overrides, *shared, *row.overrides[scale], *group.overrides[scale],
+                         *row.group_overrides.get(g, {}).get(scale, ()))  # fmt: skip
+            jobs.append(Job(row.id, g, overrides, out_dir / RUNS / row.id / g, reason))
+    return jobs

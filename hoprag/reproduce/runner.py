@@ -1,0 +1,79 @@
+"""`reproduce.py`'s work: plan a table's jobs at a scale, run the unfinished ones as ONE Hydra multirun of
+`eval.py` (the row sweeper, `hydra/sweeper=rows`, with whatever launcher the command line chose), then render
+the table from every finished run. A table whose jobs are all finished runs nothing and is rendered again."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hoprag.paths import PROJECT_ROOT
+from hoprag.reproduce import render
+from hoprag.reproduce.plan import RUNS, Job, plan
+from hoprag.reproduce.spec import SCALES, Table, TableError, as_lines
+from hoprag.utils.secrets import is_secret
+
+log = logging.getLogger(__name__)
+
+# reproduce.py's own Hydra overrides that concern the rows' multirun, forwarded to it
+FORWARDED = ("hydra/launcher", "hydra.launcher.", "hydra.sweeper.max_batch_size")
+JOBS = "jobs.json"
+
+
+def forwarded(hydra_overrides: Sequence[str]) -> list[str]:
+    """The launcher overrides of reproduce.py's command line (`hydra/launcher=joblib hydra.launcher.n_jobs=2`)."""
+    return [o for o in hydra_overrides if o.lstrip("+~").startswith(FORWARDED)]
+
+
+def multirun_command(out_dir: Path, hydra_overrides: Sequence[str] = ()) -> list[str]:
+    """`eval.py -m` over the jobs written to `<out_dir>/jobs.json`, each in `<out_dir>/runs/<row>/<group>`."""
+    return [sys.executable, str(PROJECT_ROOT / "eval.py"), "-m", "hydra/sweeper=rows",
+            f"hydra.sweeper.jobs_file={out_dir / JOBS}", f"hydra.sweep.dir={out_dir / RUNS}",
+            *hydra_overrides]  # fmt: skip
+
+
+def launch(jobs: Sequence[Job], out_dir: Path, hydra_overrides: Sequence[str] = ()) -> int:
+    """Run `jobs` as one multirun of `eval.py` in a child process; its exit status. The jobs file holds the
+    overrides as given, so a secret (`llm.api_key=...`) is refused: keys come from the environment."""
+    secrets = sorted({o.split("=", 1)[0] for j in jobs for o in j.overrides if is_secret(o.split("=", 1)[0])})
+    if secrets:
+        raise TableError(f"{', '.join(secrets)}: give keys through the environment (e.g. OPENAI_API_KEY), not as "
+                         f"overrides, which {out_dir / JOBS} would hold")  # fmt: skip
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / JOBS).write_text(json.dumps([j.sweep_overrides() for j in jobs], indent=1) + "\n", encoding="utf-8")
+    command = multirun_command(out_dir, hydra_overrides)
+    log.info("running %d jobs as one multirun: %s", len(jobs), as_lines(command[1:]))
+    return subprocess.run(command, cwd=PROJECT_ROOT, check=False).returncode
+
+
+def reproduce(
+    table: Table,
+    scale: str,
+    out_dir: Path,
+    job_overrides: Sequence[str] = (),
+    hydra_overrides: Sequence[str] = (),
+    overwrite: bool = False,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[render.Report, list[Job]]:
+    """Run what `table` still lacks at `scale` and write its files into `out_dir`; the report and the jobs that
+    were to run but have not finished (failed, or stopped)."""
+    if scale not in SCALES:
+        raise TableError(f"scale={scale}: one of {', '.join(SCALES)}")
+    shared = [*job_overrides, *(["overwrite=true"] if overwrite else [])]
+    jobs = plan(table, scale, out_dir, shared)
+    todo = [j for j in jobs if not j.skip and (overwrite or not j.finished())]
+    for job in jobs:
+        state = f"skipped: {job.skip}" if job.skip else ("to run" if job in todo else "finished")
+        log.info("%-40s %s", job.name, state)
+    if todo:
+        status = launch(todo, out_dir, hydra_overrides)
+        if status:
+            log.error("the multirun exited with status %d; the table shows what finished", status)
+    report = render.build(table, scale, jobs, resamples, seed)
+    render.write(report, out_dir)
+    return report, [j for j in todo if not j.finished()]
