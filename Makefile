@@ -70,14 +70,14 @@ test-servers: $(STAMP) $(SERVERS_VENV)/.installed
 # Each step starts with a header (what it does, its measured time DEMO_TIME_<n>, and its command as a reader pastes
 # it after `source .venv/bin/activate`) and ends with the time it took here.
 DEMO := logs/demo
-# Measured 2026-11-27 beside other jobs (steps 1-3, 6) and on a fresh clone of a busy machine (steps 4-5, issue 33):
-# not idle figures; replace them with an idle run's (each step prints its own time as it ends).
-DEMO_TIME_1 ?= 45 s with the indexes built on 2 busy cores
-DEMO_TIME_2 ?= 36 s with cached generations on 2 busy cores
-DEMO_TIME_3 ?= 57 s with cached generations on 2 busy cores
-DEMO_TIME_4 ?= 14 min on 2 busy cores
-DEMO_TIME_5 ?= 10 min on 2 busy cores
-DEMO_TIME_6 ?= 4 s
+# Measured 2026-11-27 on 2 idle cores from empty caches (a fresh clone after set-up: the MiniLM index and the SmolLM2
+# conversion included): 7 min 56 s in all.
+DEMO_TIME_1 ?= 1 min 21 s on 2 idle cores; 1 min 13 s of it encoding the corpus (once)
+DEMO_TIME_2 ?= 1 min 11 s on 2 idle cores; 27 s of it converting the SmolLM2 GGUF (once)
+DEMO_TIME_3 ?= 1 min 2 s on 2 idle cores
+DEMO_TIME_4 ?= 2 min 21 s on 2 idle cores
+DEMO_TIME_5 ?= 1 min 59 s on 2 idle cores
+DEMO_TIME_6 ?= 2 s
 # $(call demo_step,<n>,<what it does>,<commands>): no comma inside the text or the commands
 define demo_step
 	@printf '== make demo %s/6: %s%s ==\n   $$ %s\n' '$(1)' '$(2)' '$(if $(DEMO_TIME_$(1)), (measured: $(DEMO_TIME_$(1))))' '$(3)'
@@ -85,10 +85,10 @@ define demo_step
 endef
 demo: $(STAMP)
 	$(call demo_step,1,retrieval metrics of dense (MiniLM) / BM25 / RRF on the 185 HotpotQA dev questions,python eval_retrieval.py data=hotpotqa)
-	$(call demo_step,2,SmolLM2 answers 8 questions with standard RAG (top-5),python eval.py +method=standard_rag data=hotpotqa limit=8 show=2 overwrite=true hydra.run.dir=$(DEMO)/standard_rag)
+	$(call demo_step,2,SmolLM2 answers 8 questions with standard RAG (top-5),python eval.py +method=standard_rag data=hotpotqa limit=8 show=1 overwrite=true hydra.run.dir=$(DEMO)/standard_rag)
 	$(call demo_step,3,the same 8 from an MMKP-selected context (Self-Correcting RAG phase I),python eval.py +method=sc_rag_select data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/sc_rag_select)
-	$(call demo_step,4,the same 8 through PruneRAG trees (the slowest step) then 2 trees printed,python eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag && python scripts/runs/show_trees.py $(DEMO)/prunerag -n 2 --trees-only)
-	$(call demo_step,5,one TreeRare tree (spaCy dependency parse; BM25 top-5 per query) then printed,python eval.py +experiment=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare && python scripts/runs/show_treerare.py $(DEMO)/treerare -n 1 --trees-only)
+	$(call demo_step,4,the same 8 through PruneRAG trees (the slowest step) then 1 tree printed,python eval.py +method=prunerag data=hotpotqa limit=8 show=0 overwrite=true hydra.run.dir=$(DEMO)/prunerag && python scripts/runs/show_trees.py $(DEMO)/prunerag -n 1 --trees-only)
+	$(call demo_step,5,one TreeRare tree (spaCy dependency parse; BM25 top-5 per query) then its shape and queries printed,python eval.py +experiment=treerare data=hotpotqa limit=1 method.search.k=5 show=0 overwrite=true hydra.run.dir=$(DEMO)/treerare && python scripts/runs/show_treerare.py $(DEMO)/treerare -n 1 --brief --trees-only)
 	$(call demo_step,6,one table comparing steps 2-4 (quality / cost / paired tests),python compare.py $(DEMO)/standard_rag $(DEMO)/sc_rag_select $(DEMO)/prunerag --brief --out $(DEMO)/compare)
 
 # The headline training workflow: TreeHop on the bundled 2Wiki train sample, then its Table-2 evaluation.

@@ -33,7 +33,7 @@ def main(cfg: DictConfig) -> dict:
     quiet.configure(cfg.get("verbose"))
     dataset = instantiate(cfg.data)
     corpus = dataset.corpus()
-    log.info("%s: %d questions, corpus of %d passages", dataset.name, len(dataset), len(corpus))
+    log.debug("%s: %d questions, corpus of %d passages", dataset.name, len(dataset), len(corpus))
     results = {}
     for name, retriever_cfg in cfg.retrievers.items():
         retriever = instantiate(retriever_cfg)(corpus=corpus)

@@ -219,6 +219,7 @@ def compose_like_cfg_job(command: Command, config_name: str, args: list[str]) ->
     """The config the entry point would compose from these overrides (a sweep by its first value)."""
     parser = OverridesParser.create()
     overrides = []
+    args = hydra_overrides_only(args)
     for arg in args:
         if PLACEHOLDER in arg:
             arg = first_option(arg)
@@ -237,6 +238,19 @@ def compose_like_cfg_job(command: Command, config_name: str, args: list[str]) ->
         pytest.fail(f"{command}\n  composes to: {type(e).__name__}: {e}")
     finally:
         GlobalHydra.instance().clear()
+
+
+def hydra_overrides_only(args: list[str]) -> list[str]:
+    """`args` without Hydra's own flags that show instead of run (`--cfg job`, `--resolve`), as they compose."""
+    kept, skip_value = [], False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+        elif arg in ("--cfg", "-c"):
+            skip_value = True
+        elif arg != "--resolve":
+            kept.append(arg)
+    return kept
 
 
 def first_option(override: str) -> str | None:

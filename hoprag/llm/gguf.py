@@ -12,6 +12,8 @@ de-quantization yields); load them in any dtype.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -96,9 +98,26 @@ def load_gguf(gguf_path: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, name = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    with reader_bar_follows_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     return model, tokenizer
+
+
+@contextlib.contextmanager
+def reader_bar_follows_transformers():
+    """transformers' GGUF reader draws a plain tqdm bar that its own progress-bar switch does not reach (in a log
+    it is 15 lines); here it is off whenever transformers' bars are (`hoprag.utils.quiet`, unless verbose=true)."""
+    from transformers import modeling_gguf_pytorch_utils as reader
+    from transformers.utils import logging as hf_logging
+
+    bar = reader.tqdm
+    if not hf_logging.is_progress_bar_enabled():
+        reader.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        reader.tqdm = bar
 
 
 def strip_gguf_quantization(model) -> None:

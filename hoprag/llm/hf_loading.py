@@ -109,7 +109,7 @@ def _load(
         else:
             source, gguf_kw = str(Path(ref).parent), {"gguf_file": Path(ref).name}
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
-    log.info("loading LLM %s (%s, %s)", source, dtype, device)
+    log.debug("loading LLM %s (%s, %s)", source, dtype, device)
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust, **gguf_kw)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust, **gguf_kw}
     if device != "cpu":
@@ -124,7 +124,7 @@ def _load(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     seconds = time.perf_counter() - started
-    log.info("loaded %s in %.1f s", source, seconds)
+    log.info("loaded LLM %s (%s, %s) in %.1f s", source, dtype, device, seconds)  # one line: after, with the time
     return LoadedModel(lm, tokenizer, source, device, seconds)
 
 

@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("-n", type=int, default=1, help="questions to show (0: all)")
     parser.add_argument("--outputs", action="store_true", help="whole evidence and the raw QG / SAG replies")
+    parser.add_argument("--brief", action="store_true", help="each node's phrase and queries: no passages, no evidence")
     parser.add_argument("--trees-only", action="store_true", help="no run metrics at the end (eval.py printed them)")
     args = parser.parse_args(argv)
     try:
@@ -60,15 +61,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(str(e)) from None
     if not records:
         raise SystemExit(f"{args.run_dir} holds no TreeRare trees (was the method +method=treerare or tree_retrieval?)")
-    for r in records[: args.n or None]:
-        print(header(r))
-        print(format_tree(r["trace"]["tree"], outputs=args.outputs))
+    for i, r in enumerate(records[: args.n or None]):
+        print(("\n" if i else "") + header(r))
+        print(format_tree(r["trace"]["tree"], outputs=args.outputs, brief=args.brief))
         if args.outputs and r["trace"].get("output"):
             print(f"   final output: {' '.join(r['trace']['output'].split())}")
         stats = ", ".join(f"{k}={v:g}" for k, v in r.get("stats", {}).items())
-        print(f"   {stats}\n")
+        print(f"   {stats}")
     if not args.trees_only:
-        print(metrics_summary(args.run_dir, SUMMARY))
+        print("\n" + metrics_summary(args.run_dir, SUMMARY))
 
 
 if __name__ == "__main__":

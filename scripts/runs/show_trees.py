@@ -37,14 +37,17 @@ def main() -> None:
         raise SystemExit(str(e)) from None
     if not records:
         raise SystemExit(f"{args.run_dir} holds no PruneRAG trees (was the method +method=prunerag?)")
-    for r in records[: args.n or None]:
+    for i, r in enumerate(records[: args.n or None]):
         em = r["scores"]["em"]
-        print(f"Q: {r['question']}\n   gold: {r['golds'][:3]}   predicted: {r['prediction']!r}   EM={em:.0f}")
+        separator = "\n" if i else ""
+        print(
+            f"{separator}Q: {r['question']}\n   gold: {r['golds'][:3]}   predicted: {r['prediction']!r}   EM={em:.0f}"
+        )
         print(format_tree(r["trace"]["tree"], outputs=args.outputs))
         stats = ", ".join(f"{k}={v:g}" for k, v in r.get("stats", {}).items())
-        print(f"   {stats}\n")
+        print(f"   {stats}")
     if not args.trees_only:
-        print(metrics_summary(args.run_dir, SUMMARY))
+        print("\n" + metrics_summary(args.run_dir, SUMMARY))
 
 
 if __name__ == "__main__":

@@ -121,3 +121,21 @@ def test_strip_gguf_quantization_clears_the_quantizer():
 def test_missing_gguf_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         gguf.converted_gguf(tmp_path / "nope.gguf", cache_dir=tmp_path)
+
+
+def test_the_readers_own_bar_is_off_exactly_when_transformers_bars_are():
+    from transformers import modeling_gguf_pytorch_utils as reader
+    from transformers.utils import logging as hf_logging
+
+    bar = reader.tqdm
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    try:
+        hf_logging.disable_progress_bar()
+        with gguf.reader_bar_follows_transformers():
+            assert reader.tqdm([1, 2]).disable is True
+        assert reader.tqdm is bar  # restored
+        hf_logging.enable_progress_bar()
+        with gguf.reader_bar_follows_transformers():
+            assert reader.tqdm is bar
+    finally:
+        (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()

@@ -89,6 +89,20 @@ def test_the_tree_is_drawn_from_the_root_down_with_every_nodes_phrase_queries_an
         assert children == sorted(children) and all(c > order.index(index) for c in children)
 
 
+def test_brief_keeps_the_trees_shape_and_queries_without_passages_or_evidence():
+    (out,), _ = ask(build())
+    tree = out.trace["tree"]
+    full, brief = format_tree(tree), format_tree(tree, brief=True)
+    assert [m["index"] for m in map(NODE_LINE.match, brief.splitlines()) if m] == [
+        m["index"] for m in map(NODE_LINE.match, full.splitlines()) if m
+    ]
+    for index, node in enumerate(tree["nodes"]):
+        block = "\n".join(node_blocks(brief)[index])
+        assert f"queries: {' | '.join(node['queries'])}" in block
+        assert "docs (" not in block and "evidence" not in block
+    assert len(brief.splitlines()) == 1 + 2 * len(tree["nodes"])  # head, then each node and its queries
+
+
 def test_fallbacks_are_shown_and_outputs_add_the_raw_replies_and_the_whole_evidence():
     long_evidence = "Simply Red sang it. " * 20  # 400 characters
     llm = ScriptedLLM(rules=[

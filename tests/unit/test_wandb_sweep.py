@@ -60,6 +60,7 @@ def test_a_2x2_multirun_is_four_named_grouped_tagged_wandb_runs_with_predictions
     ]  # fmt: skip
     proc = subprocess.run(command, check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "anonymous setting" not in proc.stdout + proc.stderr  # Lightning's retired wandb.init argument
 
     logs = sorted(sweep.glob("*/wandb/offline-run-*/run-*.wandb"))
     assert len(logs) == 4, "one wandb run per job"

@@ -25,11 +25,12 @@ def shorten(text: str, width: int = SHORT) -> str:
     return text if len(text) <= width else text[: width - 2] + " …"
 
 
-def format_tree(tree: Mapping[str, Any], outputs: bool = False) -> str:
+def format_tree(tree: Mapping[str, Any], outputs: bool = False, brief: bool = False) -> str:
     """`tree` (a `QuestionTree.to_dict()` record) drawn from the root down, one block per node.
 
     Without `outputs` the evidence is cut to ~200 characters; with it, the evidence is whole and each node's
-    raw QG reply (and its SAG reply when it is not the evidence itself, e.g. an empty one) is added.
+    raw QG reply (and its SAG reply when it is not the evidence itself, e.g. an empty one) is added. `brief`
+    keeps each node's phrase, queries and fallbacks: the tree's shape and what it searched, in half the lines.
     """
     nodes: Sequence[Mapping[str, Any]] = tree["nodes"]
     sentences = f", first of {tree['sentences']} sentences parsed" if tree.get("sentences", 1) > 1 else ""
@@ -53,11 +54,12 @@ def format_tree(tree: Mapping[str, Any], outputs: bool = False) -> str:
             lines.append(f"{detail}queries: (the phrase)")
         elif queries:
             lines.append(f"{detail}queries: {' | '.join(queries)}")
-        titles = [p["title"] for p in node["passages"]]
+        titles = [] if brief else [p["title"] for p in node["passages"]]
         if titles:
             rest = f" | … +{len(titles) - TITLES}" if len(titles) > TITLES else ""
             lines.append(f"{detail}docs ({len(titles)}): {' | '.join(titles[:TITLES])}{rest}")
-        lines.extend(f"{detail}{line}" for line in evidence_lines(node, outputs))
+        if not brief:
+            lines.extend(f"{detail}{line}" for line in evidence_lines(node, outputs))
         if node["fallbacks"]:
             lines.append(f"{detail}fallbacks: {', '.join(node['fallbacks'])}")
         for i, child in enumerate(node["children"]):
