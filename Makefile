@@ -70,8 +70,8 @@ test-servers: $(STAMP) $(SERVERS_VENV)/.installed
 # Each step starts with a header (what it does, its measured time DEMO_TIME_<n>, and its command as a reader pastes
 # it after `source .venv/bin/activate`) and ends with the time it took here.
 DEMO := logs/demo
-# Measured 2026-11-27 on 2 idle cores from empty caches (a fresh clone after set-up: the MiniLM index and the SmolLM2
-# conversion included): 7 min 56 s in all.
+# Measured 2026-11-27 on 2 idle cores from empty caches (a fresh worktree after set-up: the MiniLM index and the SmolLM2
+# conversion included): 7 min 56 s in all (8 min 12 s in a second run).
 DEMO_TIME_1 ?= 1 min 21 s on 2 idle cores; 1 min 13 s of it encoding the corpus (once)
 DEMO_TIME_2 ?= 1 min 11 s on 2 idle cores; 27 s of it converting the SmolLM2 GGUF (once)
 DEMO_TIME_3 ?= 1 min 2 s on 2 idle cores

@@ -15,4 +15,4 @@ class WandbLogger(LightningWandbLogger):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self._wandb_init.get("anonymous") is None:
-            del self._wandb_init["anonymous"]
+            self._wandb_init.pop("anonymous", None)

@@ -155,3 +155,10 @@ def test_tags_take_data_and_llm_by_name_and_the_rest_by_choice():
     assert run_tags(cfg, choices, ["eval", "paper"]) == [
         "eval", "paper", "method:prunerag", "data:2wiki", "llm:vllm", "experiment:prunerag_paper",
     ]  # fmt: skip
+
+
+def test_the_logger_passes_anonymous_to_wandb_only_when_it_was_set(tmp_path):
+    from hoprag.utils.wandb_logger import WandbLogger
+
+    assert "anonymous" not in WandbLogger(offline=True, save_dir=str(tmp_path))._wandb_init
+    assert WandbLogger(offline=True, save_dir=str(tmp_path), anonymous=True)._wandb_init["anonymous"] == "allow"
