@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from hoprag.data.types import Passage
 from hoprag.retrieval.retrievers import Hit, Retriever
@@ -19,6 +18,8 @@ class TfidfRetriever(Retriever):
     def __init__(
         self, corpus: Sequence[Passage], ngram_range: tuple[int, int] = (1, 2), max_features: int | None = 200_000
     ) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer  # here: scikit-learn takes 1.5 s to import
+
         super().__init__(corpus)
         self.vectorizer = TfidfVectorizer(ngram_range=tuple(ngram_range), max_features=max_features)
         self.matrix = self.vectorizer.fit_transform([p.contents for p in self.passages]).tocsr()
