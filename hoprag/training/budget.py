@@ -2,7 +2,9 @@
 
 The callback stops training once the budget is spent (Lightning then validates the final weights) and gives
 the learning-rate schedule its progress: the larger of the step share and the budget share, so that a timed
-run warms up and anneals to 0 within its budget, and an untimed one by its last step. A module builds it from
+run warms up and anneals to 0 within its budget, and an untimed one by its last step. A run the budget cut short
+says so when training ends (how many of its planned steps it took), since fewer steps change what it exports: on
+a machine busy with other jobs the same command trains less. A module builds it from
 its `train_minutes` hyperparameter and returns it from `configure_callbacks`; the config keys stay the module's.
 """
 
@@ -38,6 +40,7 @@ class WallClockBudget(L.Callback):
     def __init__(self, minutes: float | None = None) -> None:
         self.minutes = minutes
         self.started: float | None = None
+        self.cut: tuple[int, int, int] | None = None  # (steps taken, planned, epoch) when the budget stopped training
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.started = time.monotonic()
@@ -52,6 +55,14 @@ class WallClockBudget(L.Callback):
         # checked once a step, after its forward pass: the budget is spent, so Lightning validates and stops
         if self.fraction() >= 1.0:
             trainer.should_stop = True
+            if self.cut is None:
+                self.cut = (trainer.global_step + 1, int(trainer.estimated_stepping_batches), trainer.current_epoch + 1)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.cut is not None and trainer.is_global_zero:
+            taken, planned, epoch = self.cut  # the step that found the budget spent completes
+            print(f"training budget ({self.minutes:g} min) spent: stopped after {taken} of {planned} planned steps "
+                  f"(epoch {epoch} of {trainer.max_epochs}), the learning rate annealed within it")  # fmt: skip
 
     def progress(self, step: int, total: int) -> float:
         """How far training is, in [0, 1]: the larger of the step share and the budget share."""

@@ -95,16 +95,20 @@ def fit(module: Tiny, **trainer_args) -> L.Trainer:
     return trainer
 
 
-def test_the_budget_stops_after_the_step_whose_forward_pass_found_it_spent_and_validates(clock):
+def test_the_budget_stops_after_the_step_whose_forward_pass_found_it_spent_and_validates(clock, capsys):
     module = Tiny(minutes=3, clock=clock)
     trainer = fit(module, max_epochs=5)
     # the 4th step's forward pass (before its backward) is the first to see 3 minutes spent: that step completes
     assert trainer.global_step == 4 and trainer.should_stop
     assert module.validated == 20  # the final weights are validated once
     assert module.budget.fraction() == pytest.approx(4 / 3)
+    # and the run says it was cut short, by how much
+    assert module.budget.cut == (4, 100, 1)
+    assert "training budget (3 min) spent: stopped after 4 of 100 planned steps (epoch 1 of 5)" in capsys.readouterr().out
 
 
-def test_without_a_budget_training_runs_its_steps(clock):
+def test_without_a_budget_training_runs_its_steps(clock, capsys):
     module = Tiny(minutes=None, clock=clock)
     trainer = fit(module, max_steps=7)
     assert trainer.global_step == 7 and module.budget.fraction() == 0.0
+    assert module.budget.cut is None and "budget" not in capsys.readouterr().out

@@ -219,7 +219,7 @@ def test_overlapping_slices_of_different_roles_are_refused(val, test, clash):
 
 def test_time_budget_anneals_the_learning_rate_to_zero_and_stops(datamodule):
     module = NLIVerifierModule(BACKBONE, lr=1e-4, head_lr=1e-3, train_minutes=10, warmup_ratio=0.0)
-    module._trainer = SimpleNamespace(estimated_stepping_batches=100, should_stop=False)
+    module._trainer = SimpleNamespace(estimated_stepping_batches=100, should_stop=False, global_step=10, current_epoch=0)
     module.log = lambda *a, **kw: None
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
@@ -236,6 +236,6 @@ def test_time_budget_anneals_the_learning_rate_to_zero_and_stops(datamodule):
     assert not module.trainer.should_stop
     budget.started -= 5 * 60
     budget.on_before_backward(module.trainer, module, loss)
-    assert module.trainer.should_stop
+    assert module.trainer.should_stop and budget.cut == (11, 100, 1)  # the 11th of 100 steps, in epoch 1
     scheduler.step()
     assert scheduler.get_last_lr() == [0.0, 0.0]
