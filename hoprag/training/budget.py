@@ -59,8 +59,8 @@ class WallClockBudget(L.Callback):
                 self.cut = (trainer.global_step + 1, int(trainer.estimated_stepping_batches), trainer.current_epoch + 1)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.cut is not None and trainer.is_global_zero:
-            taken, planned, epoch = self.cut  # the step that found the budget spent completes
+        taken, planned, epoch = self.cut or (0, 0, 0)  # the step that found the budget spent completes
+        if taken < planned and trainer.is_global_zero:  # spent on the last planned step: nothing was cut
             print(f"training budget ({self.minutes:g} min) spent: stopped after {taken} of {planned} planned steps "
                   f"(epoch {epoch} of {trainer.max_epochs}), the learning rate annealed within it")  # fmt: skip
 

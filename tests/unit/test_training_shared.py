@@ -107,6 +107,13 @@ def test_the_budget_stops_after_the_step_whose_forward_pass_found_it_spent_and_v
     assert "training budget (3 min) spent: stopped after 4 of 100 planned steps (epoch 1 of 5)" in capsys.readouterr().out
 
 
+def test_a_budget_spent_on_the_last_planned_step_cut_nothing(clock, capsys):
+    module = Tiny(minutes=2, clock=clock)
+    trainer = fit(module, max_steps=3)  # the 3rd step's forward pass sees 2 minutes spent
+    assert trainer.global_step == 3 and module.budget.cut == (3, 3, 1)
+    assert "budget" not in capsys.readouterr().out
+
+
 def test_without_a_budget_training_runs_its_steps(clock, capsys):
     module = Tiny(minutes=None, clock=clock)
     trainer = fit(module, max_steps=7)
