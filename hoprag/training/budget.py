@@ -4,7 +4,8 @@ The callback stops training once the budget is spent (Lightning then validates t
 the learning-rate schedule its progress: the larger of the step share and the budget share, so that a timed
 run warms up and anneals to 0 within its budget, and an untimed one by its last step. A run the budget cut short
 says so when training ends (how many of its planned steps it took), since fewer steps change what it exports: on
-a machine busy with other jobs the same command trains less. A module builds it from
+a machine busy with other jobs the same command trains less. A timed run logs `train/steps` and
+`train/steps_planned` to its loggers either way. A module builds it from
 its `train_minutes` hyperparameter and returns it from `configure_callbacks`; the config keys stay the module's.
 """
 
@@ -59,6 +60,11 @@ class WallClockBudget(L.Callback):
                 self.cut = (trainer.global_step + 1, int(trainer.estimated_stepping_batches), trainer.current_epoch + 1)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.minutes:  # the run's loggers (CSV, wandb) keep how much of its plan a timed run trained
+            for logger in trainer.loggers:
+                logger.log_metrics({"train/steps": trainer.global_step,
+                                    "train/steps_planned": int(trainer.estimated_stepping_batches)},
+                                   step=trainer.global_step)  # fmt: skip
         taken, planned, epoch = self.cut or (0, 0, 0)  # the step that found the budget spent completes
         if taken < planned and trainer.is_global_zero:  # spent on the last planned step: nothing was cut
             print(f"training budget ({self.minutes:g} min) spent: stopped after {taken} of {planned} planned steps "

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.loggers import Logger
 from torch.utils.data import DataLoader, TensorDataset
 
 from hoprag.training import budget as budget_module
@@ -87,17 +88,33 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def fit(module: Tiny, **trainer_args) -> L.Trainer:
+class Recorded(Logger):
+    """Keeps what is logged, as a run's CSV or wandb logger would write it."""
+
+    name, version = "recorded", 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics: dict[str, float] = {}
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:
+        pass
+
+    def log_metrics(self, metrics, step=None) -> None:
+        self.metrics.update(metrics)
+
+
+def fit(module: Tiny, logger: Logger | bool = False, **trainer_args) -> L.Trainer:
     data = DataLoader(TensorDataset(torch.ones(20, 1)), batch_size=1)
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+    trainer = L.Trainer(accelerator="cpu", logger=logger, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, num_sanity_val_steps=0, **trainer_args)  # fmt: skip
     trainer.fit(module, data, data)
     return trainer
 
 
 def test_the_budget_stops_after_the_step_whose_forward_pass_found_it_spent_and_validates(clock, capsys):
-    module = Tiny(minutes=3, clock=clock)
-    trainer = fit(module, max_epochs=5)
+    module, logger = Tiny(minutes=3, clock=clock), Recorded()
+    trainer = fit(module, logger, max_epochs=5)
     # the 4th step's forward pass (before its backward) is the first to see 3 minutes spent: that step completes
     assert trainer.global_step == 4 and trainer.should_stop
     assert module.validated == 20  # the final weights are validated once
@@ -105,6 +122,7 @@ def test_the_budget_stops_after_the_step_whose_forward_pass_found_it_spent_and_v
     # and the run says it was cut short, by how much
     assert module.budget.cut == (4, 100, 1)
     assert "training budget (3 min) spent: stopped after 4 of 100 planned steps (epoch 1 of 5)" in capsys.readouterr().out
+    assert logger.metrics["train/steps"] == 4 and logger.metrics["train/steps_planned"] == 100  # and its logs keep it
 
 
 def test_a_budget_spent_on_the_last_planned_step_cut_nothing(clock, capsys):
@@ -115,7 +133,8 @@ def test_a_budget_spent_on_the_last_planned_step_cut_nothing(clock, capsys):
 
 
 def test_without_a_budget_training_runs_its_steps(clock, capsys):
-    module = Tiny(minutes=None, clock=clock)
-    trainer = fit(module, max_steps=7)
+    module, logger = Tiny(minutes=None, clock=clock), Recorded()
+    trainer = fit(module, logger, max_steps=7)
     assert trainer.global_step == 7 and module.budget.fraction() == 0.0
     assert module.budget.cut is None and "budget" not in capsys.readouterr().out
+    assert "train/steps" not in logger.metrics  # an untimed run trains its plan
