@@ -24,7 +24,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import check_config, register_resolvers
+from hoprag.config import apply_aids, check_config, register_resolvers
 from hoprag.data import QADataset
 from hoprag.evaluation.fingerprint import eval_fingerprint, save_hydra_files
 from hoprag.evaluation.objective import objective
@@ -53,6 +53,7 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> float:
     require_method(cfg)
+    aids = apply_aids(cfg)  # the small-model overlay (conf/aids/), before anything reads the method's settings
     check_config(cfg)
     progress.configure(cfg.get("progress"))  # before anything that draws a bar
     quiet.configure(cfg.get("verbose"))  # before the libraries load
@@ -70,7 +71,7 @@ def main(cfg: DictConfig) -> float:
         batch_size=cfg.batch_size,
         overwrite=cfg.overwrite,
         suite=suite,
-        run_info=question_info(dataset) | provenance.run_stamp(),  # when, and from which code (compare shows it)
+        run_info=question_info(dataset) | {"aids": aids} | provenance.run_stamp(),  # when, from which code
         fingerprint=fingerprint,
         on_start=lambda: save_hydra_files(output_dir, cfg),  # after the LLM probe, as overwrite's removal is
     )

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from fnmatch import fnmatch
 from typing import Any, NamedTuple, TypeVar
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from hoprag.paths import PROJECT_ROOT
 from hoprag.utils.secrets import is_secret
@@ -141,3 +141,29 @@ def complete(engine: Callable[..., T], key: str, **given: Any) -> T:
             f"setting of the method shared with other parts): set them once, on the method, not in method.{key}"
         )
     return engine(**given)
+
+
+def apply_aids(cfg: DictConfig) -> str:
+    """Merge the small-model overlay (`cfg.aids`, conf/aids/) into `cfg.method`, once: the overlay's block for
+    this method (keyed by its registered name) when the overlay is on for this run. The method config holds its
+    paper's settings; the aids (short token budgets, prefills, lenient parsing) live only in the overlay. Returns
+    what the run records as `run.aids`: the overlay's name when it was applied, else "none"."""
+    aids = cfg.get("aids")
+    if aids is None or cfg.get("method") is None:
+        return "none"
+    if aids.get("applied") is not None:
+        return str(aids.applied)
+    when = str(aids.get("when", "never"))
+    if when not in {"always", "bundled_llm", "never"}:
+        raise ValueError(f"aids.when={when!r} must be always, bundled_llm or never")
+    model = str(OmegaConf.select(cfg, "llm.model", default="") or "")
+    on = when == "always" or (when == "bundled_llm" and model.startswith("pkg://"))
+    from hydra.utils import get_class  # here: hydra.utils is slow to import and config.py is imported everywhere
+
+    block = (aids.get("methods") or {}).get(get_class(cfg.method._target_).name) if on else None
+    applied = str(aids.get("name", "aids")) if on else "none"
+    with open_dict(cfg):
+        if block is not None:
+            cfg.method = OmegaConf.merge(cfg.method, block)
+        cfg.aids.applied = applied
+    return applied

@@ -29,6 +29,8 @@ class Cost:
     context_units_dropped: int = 0  # passages (context units) dropped from them
     context_units_cut: int = 0  # passages kept but cut short (the rule's last resort)
     missing_logprobs: int = 0  # generations returned without token log-probs
+    reasoning_tokens: int = 0  # of the completion tokens, a reasoning model's thinking (hoprag.llm.reasoning)
+    reasoning_cut: int = 0  # generations that ended inside an unfinished reasoning block: no answer content
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def add_llm(
@@ -45,6 +47,10 @@ class Cost:
         self.prompt_tokens_dropped += tokens_dropped
         self.context_units_dropped += units_dropped
         self.context_units_cut += cut
+
+    def add_reasoning(self, tokens: int, cut: int) -> None:
+        self.reasoning_tokens += tokens
+        self.reasoning_cut += cut
 
     def add_retrieval(self, passage_ids: Iterable[str], seconds: float, stage: str = "retrieval") -> None:
         self.retrieval_calls += 1
@@ -65,6 +71,8 @@ class Cost:
             "context_units_dropped": self.context_units_dropped,
             "context_units_cut": self.context_units_cut,
             "missing_logprobs": self.missing_logprobs,
+            "reasoning_tokens": self.reasoning_tokens,
+            "reasoning_cut": self.reasoning_cut,
             "seconds": {stage: round(s, 4) for stage, s in sorted(self.seconds.items())},
         }
 

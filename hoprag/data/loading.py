@@ -33,7 +33,7 @@ from hoprag.data.records import (
     unique_ids,
 )
 from hoprag.data.tatqa import parse_tatqa
-from hoprag.data.twowiki import parse_2wiki
+from hoprag.data.twowiki import add_aliases, parse_2wiki
 from hoprag.data.types import QAExample
 
 FORMATS: dict[str, Callable[[dict[str, Any]], QAExample | list[QAExample]]] = {
@@ -139,4 +139,6 @@ def load_questions(
     name = dataset or (Path(path).parent.name if format == "flashrag" else format)
     for ex in examples:
         ex.dataset = name
+    if format == "2wikimultihopqa":  # the official evaluator's answer aliases, when id_aliases.json is beside
+        add_aliases(examples, path)
     return examples

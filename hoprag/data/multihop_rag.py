@@ -6,8 +6,11 @@ The release has no question ids, so a query's id is a hash of its text (stable a
 
 The corpus is 609 whole articles `{title, author, source, published_at, category, url, body}`, not
 chunked (TreeHop's digest §8.1). Each article is one passage: its title, and as text the outlet and
-body written as TreeHop's template for this corpus has them (Table 10), so the embedder's
-`Title: {title}\\n{text}` gives exactly `Title: <title>\\nSource: <source>\\nContext: <body>`.
+body labelled as TreeHop's template for this corpus has them (Table 10). An embedder does not label a
+text twice (`Embedder.passage_text`), so BGE-M3's App. C template `Title: {title}\\nContext: {text}`
+(conf/embedder/bge_m3_title_context.yaml, the one TreeHop's 2Wiki and MuSiQue passages use) gives
+exactly `Title: <title>\\nSource: <source>\\nContext: <body>`, the Context label once. BGE-M3 reads
+the first 512 tokens of each; an index build counts and logs the articles it cuts there.
 """
 
 from __future__ import annotations

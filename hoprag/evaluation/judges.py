@@ -1,11 +1,12 @@
 """The judges that decide CRAG answers which are neither missing nor an exact match (`hoprag.metrics.crag`
-scores their replies): `LLMJudge`, CRAG's judge prompt on any `hoprag.llm.LLM` (the paper's: GPT-3.5-Turbo
-at temperature 0), and `NormalizedMatchJudge`, an offline aid. Either goes in `metrics.crag_judge`, or in a
+scores their replies): `LLMJudge`, CRAG's judge prompt on any `hoprag.llm.LLM` (the paper's was GPT-3.5-Turbo
+at temperature 0, since retired by OpenAI: the paper presets name a current model, and say so in
+`provenance`), and `NormalizedMatchJudge`, an offline aid. Either goes in `metrics.crag_judge`, or in a
 source router's outcome labeller. Each has a `name`, which CRAG's rates carry (`crag/acc@<name>`): `rule`
-for the aid; for an LLM judge its model (`gpt-3.5-turbo`), or `local-<name>` when the model runs here: in
+for the aid; for an LLM judge its model (`gpt-6-luna`), or `local-<name>` when the model runs here: in
 process (HF, vLLM, scripted) or behind an OpenAI-compatible server on this machine or a private network
 (localhost, a loopback, private or link-local address, a `.local` / `.localhost` / `.internal` name, or a
-host name without a dot)."""
+host name without a dot). `judge_info` is what a run's metrics.json records of its judge."""
 
 from __future__ import annotations
 
@@ -97,6 +98,7 @@ class NormalizedMatchJudge:
     `RULE_MARK`, so a run's `crag/rule_judged` says how many answers it decided."""
 
     name = "rule"
+    provenance = "an offline aid (equality after SQuAD normalisation), not CRAG's LLM judge"
 
     def __call__(self, items: list[JudgeItem]) -> list[str]:
         replies = []
@@ -117,11 +119,13 @@ class LLMJudge:
 
     `name` is the model for a judge behind a remote API, `local-<llm name>` for one that runs here
     (`is_local`). A remote judge without an API key (none given, and OPENAI_API_KEY unset) is refused here,
-    so that a run fails when its metrics are built, before its first question, not at its first judgement."""
+    so that a run fails when its metrics are built, before its first question, not at its first judgement.
+    `provenance` says how this judge stands to the paper's (e.g. that the paper's model is retired and which
+    judge replaces it); metrics.json records it with the model (`judge_info`)."""
 
     prompt_id = JUDGE_PROMPT_ID
 
-    def __init__(self, llm: LLM, generation: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, llm: LLM, generation: Mapping[str, Any] | None = None, provenance: str = "") -> None:
         if not is_local(llm) and getattr(llm, "api_key", "") in NO_KEY:
             where = f"{getattr(llm, 'model', llm.name)} at {getattr(llm, 'base_url', '?')}"
             raise ValueError(
@@ -130,6 +134,7 @@ class LLMJudge:
             )
         self.llm = llm
         self.generation = {"temperature": 0.0, "max_new_tokens": 32, **(generation or {})}
+        self.provenance = provenance
 
     @property
     def name(self) -> str:
@@ -150,3 +155,14 @@ class LLMJudge:
     def __call__(self, items: list[JudgeItem]) -> list[str]:
         prompts = [self.prompt(*item) for item in items]
         return [g[0].text for g in self.llm.generate(prompts, stage="judge", **self.generation)]
+
+
+def judge_info(judge: Any) -> dict[str, Any]:
+    """What a run's metrics.json records of the judge that scored its CRAG answers (its `run` section): the name
+    its rates carry, the model behind it (None for the rule judge; the served model for an LLM judge) and its
+    provenance. Nothing without a judge (the rates are then named `@exact`)."""
+    if judge is None:
+        return {}
+    llm = getattr(judge, "llm", None)
+    model = None if llm is None else getattr(llm, "model", llm.name)
+    return {"crag_judge": {"name": judge.name, "model": model, "provenance": getattr(judge, "provenance", "")}}

@@ -31,10 +31,12 @@ from typing import Any
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
+from hoprag.config import apply_aids
 from hoprag.cost import Cost
 from hoprag.data.dataset import QADataset
 from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation import fingerprint as fp
+from hoprag.evaluation.judges import judge_info
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
@@ -67,7 +69,9 @@ def method_name(cfg: DictConfig) -> str:
 
 def build(cfg: DictConfig, dataset: QADataset) -> Method:
     """The method with its components; the retriever (and its index over the dataset's corpus) only when
-    the method needs one. With `+pruning=`, the pruning wraps the method (`hoprag.methods.WithPruning`)."""
+    the method needs one. With `+pruning=`, the pruning wraps the method (`hoprag.methods.WithPruning`). The
+    small-model overlay is merged first (a no-op when eval.py already did: `hoprag.config.apply_aids`)."""
+    apply_aids(cfg)
     factory = instantiate(cfg.method)
     llm = instantiate(cfg.llm)
     if cfg.get("pruning") is not None:
@@ -140,6 +144,7 @@ def run(
     info = {
         **(run_info or {}),
         **method.run_info(),
+        **judge_info(suite.crag_judge),  # the judge that scored CRAG's answers: name, model, provenance
         "method": method.name,
         "n": len(examples),
         "resumed_with": len(examples) - len(todo),

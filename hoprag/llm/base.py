@@ -4,7 +4,9 @@ Methods only see `LLM.generate`: a batch of prompts (plain strings, or chat mess
 model's chat template; when the last message is the assistant's, the model continues it: an assistant
 prefill, see `continues_reply`), sampling options, and optionally one `Cost` record per prompt to charge. Each
 prompt gets `n` `Generation`s carrying the text, the generated tokens with their log-probs (from the raw
-model distribution, which confidence-based methods such as PruneRAG need) and token counts.
+model distribution, which confidence-based methods such as PruneRAG need) and token counts. A reasoning
+model's thinking is split off here, once for every backend (`hoprag.llm.reasoning`): methods see the answer
+content only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hoprag.llm.prompts import (
     fit_prompt,
     is_prompt_batch,
 )
+from hoprag.llm.reasoning import content_start, limit_content, split_reasoning
 from hoprag.llm.tokenizer import count_texts, prompt_ids
 from hoprag.llm.types import Generation, SamplingParams, Usage
 
@@ -47,11 +50,20 @@ class LLM:
         default: SamplingParams | Mapping[str, Any] | None = None,
         generation_cache: str | None = None,
         max_input_tokens: int | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reasoning_budget: int = 0,
     ) -> None:
         if max_input_tokens is not None and max_input_tokens < 1:
             raise ValueError(f"max_input_tokens must be positive or null, got {max_input_tokens}")
+        if reasoning_budget < 0:
+            raise ValueError(f"reasoning_budget must be non-negative, got {reasoning_budget}")
         self.default = default if isinstance(default, SamplingParams) else SamplingParams(**dict(default or {}))
         self.max_input_tokens = max_input_tokens
+        # passed to the chat template (e.g. {enable_thinking: false}); {} keeps the template's own defaults
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        # tokens a reasoning model may think beyond every request's max_new_tokens, which then limits the
+        # content alone (hoprag.llm.reasoning.limit_content); 0: the thinking counts against the limit
+        self.reasoning_budget = reasoning_budget
         self.usage = Usage()
         self.cache = None
         if generation_cache:  # greedy generations on disk, keyed by the full request (hoprag.llm.cache)
@@ -62,6 +74,12 @@ class LLM:
         in process, only candidate log-probs where the backend lacks them; a served model's backend asks its
         server (see `OpenAICompatLLM.capabilities`)."""
         return [need for need in needs if need == "candidate_logprobs" and not self.candidate_logprobs]
+
+    def require_top_logprobs(self, n: int) -> None:
+        """A method that reads candidate tokens (`SamplingParams.candidates`) among the top `n` log-probs per
+        position says so before its first call: a backend that returns only so many (vLLM's engine
+        `max_logprobs`) starts with at least `n`, or refuses; in process with transformers every candidate is
+        scored from the whole distribution, so nothing is needed."""
 
     def identity(self) -> str:
         """What, besides the prompt and the sampling parameters, decides the output: the generation
@@ -87,7 +105,12 @@ class LLM:
 
     def prompt_token_count(self, prompt: Prompt) -> int:
         """Tokens of the whole prompt as the model reads it (chat template included)."""
-        return len(prompt_ids(self.tokenizer, prompt, self.chat_template))
+        return len(prompt_ids(self.tokenizer, prompt, self.chat_template, self.chat_template_kwargs))
+
+    def reasoning_opened(self, prompt: Prompt) -> bool:
+        """Whether the prompt as the model reads it leaves a reasoning block open, so the reply starts
+        inside it (`hoprag.llm.reasoning`); backends that render the chat template themselves can tell."""
+        return False
 
     def fit(self, prompt: Prompt | ContextPrompt) -> Fit:
         """The prompt to send: a `ContextPrompt` shortened to `max_input_tokens` by the rule of
@@ -139,11 +162,14 @@ class LLM:
         fits = [self.fit(p) for p in prompts]
         sent = [f.prompt for f in fits]
         seeds = None if seeds is None or params.greedy else [int(s) for s in seeds]
+        asked = replace(params, max_new_tokens=params.max_new_tokens + self.reasoning_budget)
         started = time.perf_counter()
         if self.cache is not None and params.greedy:
-            outputs, cached = self._generate_cached(sent, params)
+            outputs, cached = self._generate_cached(sent, asked)
         else:
-            outputs, cached = self._generate(sent, params, seeds), [False] * len(prompts)
+            outputs, cached = self._generate_split(sent, asked, seeds), [False] * len(prompts)
+        if self.reasoning_budget:
+            outputs = [[limit_content(g, params.max_new_tokens) for g in samples] for samples in outputs]
         seconds = time.perf_counter() - started
         self._account(outputs, costs, seconds, stage, cached, fits)
         return outputs
@@ -155,10 +181,22 @@ class LLM:
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            fresh = dict(zip(todo, self._generate([prompts[first[k]] for k in todo], params, None)))
+            fresh = dict(zip(todo, self._generate_split([prompts[first[k]] for k in todo], params, None)))
             self.cache.put(fresh)
             found |= fresh
         return [found[k] for k in keys], [k not in todo for k in keys]
+
+    def _generate_split(
+        self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None
+    ) -> list[list[Generation]]:
+        """The backend's generations with their reasoning split off (what the cache stores, so a cached reply
+        reads back as a fresh one); whether a prompt opened the block is asked only of a reply without tags."""
+        outputs = self._generate(prompts, params, seeds)
+        split = []
+        for prompt, samples in zip(prompts, outputs):
+            opened = any(content_start(g.text) == 0 for g in samples) and self.reasoning_opened(prompt)
+            split.append([split_reasoning(g, opened) for g in samples])
+        return split
 
     def _account(
         self,
@@ -171,7 +209,8 @@ class LLM:
     ) -> None:
         """Tokens are charged as generated even on a cache hit (they are the method's cost, whatever
         served them); the hit is counted, and the seconds are what the call really took. A shortened
-        prompt and a sample without log-probs are counted too."""
+        prompt, a sample without log-probs, a reasoning model's thinking tokens and a reply cut inside its
+        thinking are counted too."""
         self.usage.calls += 1
         self.usage.prompts += len(outputs)
         self.usage.seconds += seconds
@@ -186,6 +225,7 @@ class LLM:
                 cost, fit = costs[i], fits[i]
                 cost.add_llm(prompt_tokens, completion_tokens, share, stage, cached=cached[i])
                 cost.missing_logprobs += sum(g.logprobs is None for g in samples)
+                cost.add_reasoning(sum(g.reasoning_tokens for g in samples), sum(g.reasoning_cut for g in samples))
                 if fit.truncated:
                     cost.add_truncation(fit.tokens - fit.sent_tokens, fit.units_dropped, fit.cut)
 
@@ -196,9 +236,13 @@ class LLM:
         raise NotImplementedError
 
 
-def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """`text` up to the earliest stop string, and whether one was found."""
-    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+def cut_at_stop(text: str, stop: Sequence[str], opened: bool = False) -> tuple[str, bool]:
+    """`text` up to the earliest stop string, and whether one was found. Stop strings are looked for in the
+    content only, after a reasoning block (none while the block is open; `opened`: the prompt opened it)."""
+    start = content_start(text, opened)
+    if start is None:
+        return text, False
+    cut = min((i for i in (text.find(s, start) for s in stop if s) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 

@@ -20,10 +20,11 @@ from typing import Any
 from hoprag.llm.prompts import Prompt
 from hoprag.llm.types import Generation, SamplingParams
 
-# Bumped whenever what a cached Generation holds changes meaning (2: completion tokens exclude the end token),
+# Bumped whenever what a cached Generation holds changes meaning (2: completion tokens exclude the end token;
+# 3: a reasoning model's thinking is held apart from the text, and stop strings are not looked for in it),
 # so entries written under the old rule are never served under the new one.
-FORMAT = 2
-# SamplingParams fields added since FORMAT 2: keyed only when set, so the entries written before stay valid
+FORMAT = 3
+# SamplingParams fields added since FORMAT 2: keyed only when set
 LATER_FIELDS = {"candidates": (), "keep_special_tokens": False}
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from hoprag.llm.base import LLM, Prompt
 from hoprag.llm.hf_decode import Decoder
 from hoprag.llm.hf_loading import DTYPES, LoadedModel, adapter_digest, load_causal_lm
+from hoprag.llm.reasoning import opens_block
 from hoprag.llm.tokenizer import load_tokenizer, render_prompt
 from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils import progress
@@ -65,6 +66,10 @@ class HFLLM(LLM):
             the question's cost), a longer plain prompt is refused (`hoprag.llm.prompts`); null: no limit.
         chat_template: render plain-string prompts as one user message with the chat template
             (chat-message prompts always are); False uses strings as they are.
+        chat_template_kwargs: the chat template's own settings, e.g. `{enable_thinking: false}` for Qwen3;
+            {} keeps its defaults. A reasoning model's thinking is split off the reply (`hoprag.llm.reasoning`).
+        reasoning_budget: tokens a reasoning model may think beyond each request's `max_new_tokens`, which
+            then limits the content alone; 0: the thinking counts against it.
         cache_dir: cache root for converted GGUF models (default `hoprag.paths.cache_root()`).
         default: default `SamplingParams` (or a mapping of its fields).
         convert_gguf: convert a `.gguf` once and load the folder (False: load the GGUF each time, slow).
@@ -95,8 +100,10 @@ class HFLLM(LLM):
         trust_remote_code: bool = False,
         prefill: str = "auto",
         adapter: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reasoning_budget: int = 0,
     ) -> None:
-        super().__init__(default, generation_cache, max_input_tokens)
+        super().__init__(default, generation_cache, max_input_tokens, chat_template_kwargs, reasoning_budget)
         if prefill not in ("auto", "each", "batched"):
             raise ValueError(f"prefill must be 'auto', 'each' or 'batched', not {prefill!r}")
         if batch_size < 1:
@@ -169,7 +176,7 @@ class HFLLM(LLM):
                 log.warning("%s has no chat template: plain-string prompts are used raw", self.name)
                 self._warned_no_template = True
         try:
-            return render_prompt(tok, prompt, self.chat_template)
+            return render_prompt(tok, prompt, self.chat_template, self.chat_template_kwargs)
         except ValueError as err:
             raise ValueError(f"{self.name}: {err}") from None
 
@@ -178,6 +185,9 @@ class HFLLM(LLM):
         BOS included where the model has one)."""
         text, templated = self._render(prompt)
         return list(self.tokenizer(text, add_special_tokens=not templated)["input_ids"])
+
+    def reasoning_opened(self, prompt: Prompt) -> bool:
+        return opens_block(self.render(prompt))
 
     # -- generation ---------------------------------------------------------------------------------
 
@@ -189,6 +199,7 @@ class HFLLM(LLM):
         loaded = self.load()
         self._set_threads()
         ids = [self.prompt_ids(p) for p in prompts]
+        opened = [self.reasoning_opened(p) for p in prompts]  # stop strings wait for the reasoning block to close
         if not all(ids):
             raise ValueError("an empty prompt has no token to generate from")
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first: OOM shows up at once
@@ -208,7 +219,8 @@ class HFLLM(LLM):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 batch = decoder.generate_batch(
-                    [ids[i] for i in chunk], params, [generators[i] for i in chunk], finished=shown.update
+                    [ids[i] for i in chunk], params, [generators[i] for i in chunk], finished=shown.update,
+                    opened=[opened[i] for i in chunk],
                 )
                 for i, gens in zip(chunk, batch):
                     results[i] = gens
@@ -225,7 +237,10 @@ class HFLLM(LLM):
 
     def identity(self) -> str:
         tuned = f" adapter_sha={self._adapter_digest()}" if self.adapter else ""
-        return f"{self!r}{tuned} chat_template={self.chat_template} max_input_tokens={self.max_input_tokens}"
+        template = f" chat_template_kwargs={self.chat_template_kwargs!r}" if self.chat_template_kwargs else ""
+        return (
+            f"{self!r}{tuned} chat_template={self.chat_template}{template} max_input_tokens={self.max_input_tokens}"
+        )
 
     def _adapter_digest(self) -> str:
         if self._adapter_sha is None:

@@ -71,15 +71,18 @@ class Decoder:
         params: SamplingParams,
         generators: list[Any],
         finished: Callable[[int], Any] | None = None,
+        opened: list[bool] | None = None,
     ) -> list[list[Generation]]:
         """`generators[i]` samples prompt i's rows (the same object for all: one stream for the batch);
-        `finished(k)` is told as each step's k samples end (a progress bar's update)."""
+        `finished(k)` is told as each step's k samples end (a progress bar's update); `opened[i]`: prompt i
+        left a reasoning block open, in which no stop string is looked for (`hoprag.llm.reasoning`)."""
         import torch
 
         model = self.model
         tok = self.tokenizer
         eos = self.eos
         n = params.n
+        opened = opened or [False] * len(batch)
         cache, logits, mask, positions = self._prefill(batch, params.max_new_tokens)
         if n > 1:
             cache.batch_repeat_interleave(n)
@@ -104,7 +107,8 @@ class Decoder:
                 logprobs[row].append(lp)
                 if t in eos:
                     continue
-                if params.stop and _has_stop(tok.decode(generated[row], skip_special_tokens=True), params.stop):
+                text = tok.decode(generated[row], skip_special_tokens=True) if params.stop else ""
+                if params.stop and cut_at_stop(text, params.stop, opened[row // n])[1]:
                     continue
                 keep.append(j)
             if not keep or step == params.max_new_tokens - 1:
@@ -132,7 +136,7 @@ class Decoder:
         return [
             [
                 self.finish(generated[r], logprobs[r], params.stop, len(x), candidates[r] if asked else None,
-                            params.keep_special_tokens)
+                            params.keep_special_tokens, opened[i])
                 for r in range(i * n, (i + 1) * n)
             ]
             for i, x in enumerate(batch)
@@ -162,8 +166,10 @@ class Decoder:
         prompt_tokens: int,
         candidates: list[dict[str, float]] | None = None,
         keep_special_tokens: bool = False,
+        opened: bool = False,
     ) -> Generation:
-        """One sample's Generation from the ids it generated (EOS or the stop-completing token last)."""
+        """One sample's Generation from the ids it generated (EOS or the stop-completing token last), its
+        reasoning block still in the text (`LLM.generate` splits it off)."""
         tok = self.tokenizer
         eos = self.eos
         end = next((i for i, t in enumerate(ids) if t in eos), None)
@@ -173,11 +179,11 @@ class Decoder:
             return tok.decode(content[:k], skip_special_tokens=not keep_special_tokens)
 
         text = decode(len(content))
-        kept, stopped = cut_at_stop(text, stop)
+        kept, stopped = cut_at_stop(text, stop, opened)
         if stopped:
             # the first prefix that holds a stop string is where generation ended; the first prefix that
             # covers the kept text is what tokens/logprobs report
-            generated = first_prefix(len(content), lambda k: cut_at_stop(decode(k), stop)[1])
+            generated = first_prefix(len(content), lambda k: cut_at_stop(decode(k), stop, opened)[1])
             keep = first_prefix(len(content), lambda k: len(decode(k)) >= len(kept)) if kept else 0
             finish = "stop"
         elif end is not None:  # the EOS token is not counted (the token rule of `Generation`)
@@ -294,10 +300,6 @@ def _PreallocatedLayer(capacity: int) -> Any:  # noqa: N802 - builds the class l
 
 
 _PREALLOCATED: type | None = None
-
-
-def _has_stop(text: str, stop: Sequence[str]) -> bool:
-    return any(s and s in text for s in stop)
 
 
 def first_prefix(n: int, holds: Any) -> int:

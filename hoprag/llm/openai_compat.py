@@ -26,8 +26,15 @@ takes declared `capabilities` instead (hosted APIs). Then:
   Token counts come from the response's `usage` (a request's completion tokens are split over its
   choices, by their token counts when the server reports log-probs, else evenly); llama.cpp and the
   OpenAI API leave the end-of-sequence token out, as `Generation`'s token rule does.
+- `chat_template_kwargs` (e.g. `{enable_thinking: false}`) are sent as the request field of that name
+  (vLLM's chat endpoint passes them to the template) and used when the template is rendered locally.
+- A reasoning model's thinking, returned apart by a server's reasoning parser (the message's `reasoning`,
+  or `reasoning_content` in older vLLM) or inline as `<think>…</think>`, is held apart from the text
+  (`hoprag.llm.reasoning`); the returned log-probs cover both, so the thinking's tokens are dropped from them.
+  A server looks for stop strings in the whole reply: one met while thinking ends it there (`reasoning_cut`).
 - The generation cache keys on `identity()`: endpoint, configured and served model, chat and log-prob
-  settings, how prefills are sent, and `extra_body`, besides the prompt and every sampling field.
+  settings, how prefills are sent, the template settings and `extra_body`, besides the prompt and every
+  sampling field.
 
 Connection errors, timeouts, 429 and 5xx are retried `max_retries` times with exponential back-off and
 jitter (a `Retry-After` header is honoured up to `max_backoff`); other 4xx fail at once with the
@@ -64,6 +71,7 @@ from hoprag.llm.openai_http import (
     retry_after_seconds,
     start_hint,
 )
+from hoprag.llm.reasoning import opens_block
 from hoprag.llm.tokenizer import render_prompt
 from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils.secrets import redact
@@ -99,8 +107,16 @@ class OpenAICompatLLM(LLM):
         max_input_tokens: int | None = None,
         probe: bool = True,
         capabilities: Mapping[str, Any] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reasoning_budget: int = 0,
+        max_tokens_field: str = "max_tokens",
     ) -> None:
-        super().__init__(default, generation_cache, max_input_tokens)
+        super().__init__(default, generation_cache, max_input_tokens, chat_template_kwargs, reasoning_budget)
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError(f"max_tokens_field={max_tokens_field!r}: max_tokens or max_completion_tokens")
+        # OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens` (so do its other chat
+        # models); llama.cpp's server and older vLLM releases read `max_tokens`
+        self.max_tokens_field = max_tokens_field
         if max_concurrency < 1 or max_retries < 0 or timeout <= 0 or timeout_per_token < 0:
             raise ValueError(
                 "max_concurrency and timeout must be positive, max_retries and timeout_per_token non-negative"
@@ -230,7 +246,9 @@ class OpenAICompatLLM(LLM):
         try:
             return self.post(url, {**body, **self.extra_body}, timeout=self.request_timeout(1))
         except LLMRequestError as err:
-            if err.status is not None and 400 <= err.status < 500:
+            # a refused field says what the server cannot do; a refused key or an unknown model says nothing
+            # about it (and would be cached as "cannot" for every later client of the same server)
+            if err.status is not None and 400 <= err.status < 500 and err.status not in (401, 403, 404):
                 return None
             raise
 
@@ -245,6 +263,7 @@ class OpenAICompatLLM(LLM):
                 "served_model": caps.get("model"), "chat": self.chat, "logprobs": self.logprobs,
                 "logprob_fields": caps.get("logprob_fields"), "server_prefill": caps.get("prefill"),
                 "tokenizer": self.tokenizer_ref, "extra_body": redact(self.extra_body),
+                **({"chat_template_kwargs": self.chat_template_kwargs} if self.chat_template_kwargs else {}),
             },
             sort_keys=True,
         )  # fmt: skip
@@ -261,7 +280,7 @@ class OpenAICompatLLM(LLM):
         body: dict[str, Any] = {
             "model": self.model,
             "n": n or params.n,
-            "max_tokens": params.max_new_tokens,
+            self.max_tokens_field: params.max_new_tokens,
             "temperature": params.temperature,
             "top_p": params.top_p,
         }
@@ -280,6 +299,8 @@ class OpenAICompatLLM(LLM):
                     body["top_logprobs"] = 1
             if continues_reply(prompt):  # vLLM's chat extras, sent where the probe found them honoured
                 body["continue_final_message"], body["add_generation_prompt"] = True, False
+            if self.chat_template_kwargs:
+                body["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         else:
             url = f"{self.base_url}/completions"
             if local:
@@ -289,7 +310,7 @@ class OpenAICompatLLM(LLM):
                         "to the served model's tokenizer to render the chat template locally, or turn the "
                         "method's prefill off"
                     )
-                prompt = render_prompt(self.tokenizer, prompt, True)[0]
+                prompt = render_prompt(self.tokenizer, prompt, True, self.chat_template_kwargs)[0]
             elif not isinstance(prompt, str):
                 raise ValueError("chat-message prompts need chat=True (the completions endpoint takes a string)")
             body["prompt"] = prompt
@@ -375,6 +396,12 @@ class OpenAICompatLLM(LLM):
             prompt_tokens, requests = prompt_tokens + new[0].prompt_tokens, requests + 1
             gens.extend(new[:missing])
         return gens if requests == 1 else [replace(g, prompt_tokens=prompt_tokens) for g in gens]
+
+    def reasoning_opened(self, prompt: Prompt) -> bool:
+        """Known only where the chat template can be rendered here (`llm.tokenizer`)."""
+        if not self.chat or self.tokenizer_ref is None:
+            return False
+        return opens_block(render_prompt(self.tokenizer, prompt, True, self.chat_template_kwargs)[0])
 
     def parse(self, answer: Mapping[str, Any], params: SamplingParams, url: str | None = None) -> list[Generation]:
         """Generations from one response body (chat or completions), in choice order."""

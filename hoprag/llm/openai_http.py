@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hoprag.llm.base import covering_tokens, cut_at_stop
+from hoprag.llm.reasoning import server_reasoning, server_reasoning_tokens
 from hoprag.llm.types import Generation, SamplingParams
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -43,7 +44,9 @@ def start_hint(base_url: str) -> str:
 
 
 def parse_response(answer: Mapping[str, Any], params: SamplingParams, url: str) -> list[Generation]:
-    """Generations from one response body (chat or completions), in choice order."""
+    """Generations from one response body (chat or completions), in choice order. Thinking a server returned
+    apart (`hoprag.llm.reasoning.server_reasoning`) is held in `reasoning`, and its tokens are dropped from
+    the returned log-probs (which cover the whole reply); an inline `<think>` block is left to `LLM.generate`."""
     try:
         choices = sorted(answer["choices"], key=lambda c: c.get("index", 0))
     except (KeyError, TypeError) as err:
@@ -52,19 +55,27 @@ def parse_response(answer: Mapping[str, Any], params: SamplingParams, url: str) 
     prompt_tokens = int(usage.get("prompt_tokens") or 0)
     parsed, generated = [], []
     for choice in choices:
-        if "message" in choice:
-            text = (choice.get("message") or {}).get("content") or ""
-        else:
-            text = choice.get("text") or ""
+        message = choice.get("message") or {}
+        content = message.get("content") if "message" in choice else choice.get("text")
+        text, reasoning = content or "", server_reasoning(message)
         tokens, logprobs = choice_logprobs(choice.get("logprobs"))
         generated.append(len(tokens or ()))
+        thinking = None
+        if reasoning is not None and tokens is not None:
+            thinking = server_reasoning_tokens(tokens)
+            if thinking is None:  # no closing tag among the tokens: those covering the thinking's characters
+                thinking = covering_tokens(tokens, len(reasoning)) if text else len(tokens)
+            tokens, logprobs = tokens[thinking:], None if logprobs is None else logprobs[thinking:]
         kept, stopped = cut_at_stop(text, params.stop)
         if tokens is not None:
             keep = covering_tokens(tokens, len(kept))
             tokens, logprobs = tokens[:keep], None if logprobs is None else logprobs[:keep]
         finish = "length" if choice.get("finish_reason") == "length" and not stopped else "stop"
-        parsed.append((kept, tokens, logprobs, finish))
+        # ended while thinking: a parser gives no content, or the token limit left none
+        cut = reasoning is not None and (content is None or (finish == "length" and not text.strip()))
+        parsed.append((kept, tokens, logprobs, finish, reasoning, thinking, cut))
     counts = _split(int(usage.get("completion_tokens") or 0), generated)
+    details = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
     return [
         Generation(
             text=kept,
@@ -73,9 +84,27 @@ def parse_response(answer: Mapping[str, Any], params: SamplingParams, url: str) 
             prompt_tokens=prompt_tokens,
             completion_tokens=count,
             finish_reason=finish,
+            reasoning=reasoning,
+            reasoning_tokens=_reasoning_tokens(reasoning, thinking, details, len(choices), count, kept),
+            reasoning_cut=cut,
         )
-        for (kept, tokens, logprobs, finish), count in zip(parsed, counts)
+        for (kept, tokens, logprobs, finish, reasoning, thinking, cut), count in zip(parsed, counts)
     ]
+
+
+def _reasoning_tokens(
+    reasoning: str | None, counted: int | None, reported: Any, choices: int, completion: int, text: str
+) -> int:
+    """A choice's thinking tokens: counted among its returned tokens, else as the server's usage reports
+    them (`completion_tokens_details.reasoning_tokens`, split evenly over the choices), else estimated from
+    its completion tokens in proportion to characters."""
+    if reasoning is None:
+        return 0
+    if counted is not None:
+        return counted
+    if isinstance(reported, int):
+        return reported // choices
+    return round(completion * len(reasoning) / (len(reasoning) + len(text)))
 
 
 def choice_logprobs(data: Any) -> tuple[list[str] | None, list[float] | None]:

@@ -14,6 +14,11 @@ with the rule's log-prob (one float for every token, or one per token). Stop str
 `max_new_tokens` cut text and tokens as `HFLLM` does; nothing is random, so every run is identical. `delay` sleeps once per batched call (to measure framework overhead against a fixed
 "model time").
 
+`think` plays a reasoning model: every reply opens with a reasoning block, `<think>\n{think}\n</think>\n\n`
+before the reply, whose words are generated tokens like any (the token limit included); `think_opened` plays a
+chat template that opened the block in the prompt (the reply starts inside it, with the closing tag only);
+`think_cut` ends every reply inside the unfinished block, as the token limit would (finish "length").
+
 With `SamplingParams.candidates` the candidates are tokens of the scripted vocabulary: each is one token
 wherever it occurs in a reply (as a real model's added reflection tokens are), and every position's
 `candidate_logprobs` come from `candidate_scores(prompt text, token)` (a map of candidate log-probs; the
@@ -97,8 +102,15 @@ class ScriptedLLM(LLM):
         generation_cache: str | None = None,
         max_input_tokens: int | None = None,
         candidate_scores: Callable[[str, str], Mapping[str, float]] | None = None,
+        think: str | None = None,
+        think_opened: bool = False,
+        think_cut: bool = False,
+        reasoning_budget: int = 0,
     ) -> None:
-        super().__init__(default, generation_cache, max_input_tokens)
+        super().__init__(default, generation_cache, max_input_tokens, reasoning_budget=reasoning_budget)
+        if (think_opened or think_cut) and think is None:
+            raise ValueError("think_opened and think_cut play a reasoning model: set `think` too")
+        self.think, self.think_opened, self.think_cut = think, think_opened, think_cut
         self.candidate_scores = candidate_scores
         self.rules = [Rule(r[0], r[1], r[2] if len(r) > 2 else default_logprob) for r in rules]
         self.fallback = Rule(lambda _: True, default_reply, default_logprob)
@@ -117,12 +129,29 @@ class ScriptedLLM(LLM):
             rule, replies = self._match(text)
             prompt_tokens = len(text.split())
             samples = [
-                _generation(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)
+                self._sample(replies[j % len(replies)], rule.logprob, prompt_tokens, params) for j in range(params.n)
             ]
             if params.candidates:
                 samples = [replace(g, candidate_logprobs=self._scores(text, g, params.candidates)) for g in samples]
             outputs.append(samples)
         return outputs
+
+    def _sample(self, reply: str, logprob: LogProb, prompt_tokens: int, params: SamplingParams) -> Generation:
+        """One sample of `reply`, after its reasoning block when the LLM thinks (log-probs per reply token
+        are the rule's; the block's tokens get the first one)."""
+        if self.think is None:
+            return _generation(reply, logprob, prompt_tokens, params)
+        block = ("" if self.think_opened else "<think>\n") + self.think
+        raw = block if self.think_cut else f"{block}\n</think>\n\n{reply}"
+        if not isinstance(logprob, (int, float)):
+            head = raw if self.think_cut else raw[: len(raw) - len(reply)]
+            thinking = len(re.findall(_token_pattern(params.candidates), head))
+            logprob = [float(logprob[0]) if len(logprob) else -1.0] * thinking + [float(x) for x in logprob]
+        gen = _generation(raw, logprob, prompt_tokens, params, self.think_opened)
+        return replace(gen, finish_reason="length") if self.think_cut else gen
+
+    def reasoning_opened(self, prompt: Prompt) -> bool:
+        return self.think_opened
 
     def _scores(self, text: str, generation: Generation, candidates: tuple[str, ...]) -> tuple[dict[str, float], ...]:
         """Each kept token's candidate log-probs (see the module docstring)."""
@@ -144,7 +173,10 @@ class ScriptedLLM(LLM):
 
     def __repr__(self) -> str:
         rules = [(r.pattern, r.reply, r.logprob) for r in self.rules]
-        return f"ScriptedLLM(rules={rules!r}, default={self.fallback.reply!r}, logprob={self.fallback.logprob!r})"
+        think = f", think={self.think!r}, opened={self.think_opened}, cut={self.think_cut}" if self.think else ""
+        return (
+            f"ScriptedLLM(rules={rules!r}, default={self.fallback.reply!r}, logprob={self.fallback.logprob!r}{think})"
+        )
 
     def _match(self, text: str) -> tuple[Rule, list[str]]:
         for rule in self.rules:
@@ -154,7 +186,9 @@ class ScriptedLLM(LLM):
         return self.fallback, self.fallback.replies(text)
 
 
-def _generation(reply: str, logprob: LogProb, prompt_tokens: int, params: SamplingParams) -> Generation:
+def _generation(
+    reply: str, logprob: LogProb, prompt_tokens: int, params: SamplingParams, opened: bool = False
+) -> Generation:
     """Decode `reply` as a backend would: at most `max_new_tokens` tokens, cut before a stop string.
 
     As for `HFLLM`, `tokens` cover the kept text (a token straddling the cut is kept) and
@@ -172,7 +206,7 @@ def _generation(reply: str, logprob: LogProb, prompt_tokens: int, params: Sampli
     if len(spans) > params.max_new_tokens:
         spans = spans[: params.max_new_tokens]
         reply, finish = reply[: spans[-1][1]], "length"
-    text, stopped = cut_at_stop(reply, params.stop)
+    text, stopped = cut_at_stop(reply, params.stop, opened)
     generated = len(spans)
     if stopped:
         finish = "stop"

@@ -7,7 +7,7 @@ own tokenizer, loaded alone (a `.gguf` model's converted folder holds it, so no 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,14 @@ def load_tokenizer(
         return _TOKENIZERS[key]
 
 
-def render_prompt(tokenizer: Any, prompt: Prompt, chat_template: bool = True) -> tuple[str, bool]:
+def render_prompt(
+    tokenizer: Any, prompt: Prompt, chat_template: bool = True, template_kwargs: Mapping[str, Any] | None = None
+) -> tuple[str, bool]:
     """(text, templated): chat messages (and, with `chat_template`, plain strings as one user message)
     rendered with the tokenizer's chat template, a final assistant message left open (a prefill); a plain
     string is used as it is when `chat_template` is off or the tokenizer has none. A templated text already
-    holds its special tokens, so it is tokenized without adding them."""
+    holds its special tokens, so it is tokenized without adding them. `template_kwargs` are the template's
+    own settings (`llm.chat_template_kwargs`, e.g. Qwen3's `enable_thinking`)."""
     has_template = bool(getattr(tokenizer, "chat_template", True))  # transformers tokenizers always say
     if isinstance(prompt, str):
         if not chat_template or not has_template:
@@ -55,12 +58,15 @@ def render_prompt(tokenizer: Any, prompt: Prompt, chat_template: bool = True) ->
         if not has_template:
             raise ValueError("this model's tokenizer has no chat template: pass plain-string prompts")
         messages = [dict(m) for m in prompt]
-    return tokenizer.apply_chat_template(messages, tokenize=False, **chat_template_flags(messages)), True
+    flags = {**dict(template_kwargs or {}), **chat_template_flags(messages)}
+    return tokenizer.apply_chat_template(messages, tokenize=False, **flags), True
 
 
-def prompt_ids(tokenizer: Any, prompt: Prompt, chat_template: bool = True) -> list[int]:
+def prompt_ids(
+    tokenizer: Any, prompt: Prompt, chat_template: bool = True, template_kwargs: Mapping[str, Any] | None = None
+) -> list[int]:
     """Token ids of the prompt as the model reads it (see `render_prompt`)."""
-    text, templated = render_prompt(tokenizer, prompt, chat_template)
+    text, templated = render_prompt(tokenizer, prompt, chat_template, template_kwargs)
     return list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
 
 

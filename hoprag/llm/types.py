@@ -42,7 +42,8 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Generation:
-    """One completion. `tokens`/`logprobs` cover the generated text up to (not including) a stop string.
+    """One completion. `tokens`/`logprobs` cover the generated text up to (not including) a stop string;
+    a reasoning model's thinking is held apart (`reasoning`), so `text` is the answer content only.
 
     Token rule, the same in every backend: `completion_tokens` counts the tokens the model generated for
     the sample, up to the one completing a stop string, *without* the end-of-sequence token (what
@@ -60,6 +61,14 @@ class Generation:
     # candidate the backend could not score (not one token of the vocabulary, or not among a server's
     # returned top log-probs) is absent, never made up
     candidate_logprobs: tuple[dict[str, float], ...] | None = None
+    # a reasoning model's thinking (hoprag.llm.reasoning), None when the reply had no reasoning block: `text`,
+    # `tokens`, `logprobs` and `candidate_logprobs` then cover only the content after it, `reasoning_tokens`
+    # counts the block's tokens (within `completion_tokens`), and `reasoning_cut` marks a reply that ended
+    # inside an unfinished block (the token limit, a server's stop string met while thinking, or an end of
+    # sequence before the closing tag): it has no content
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
+    reasoning_cut: bool = False
 
     @property
     def mean_logprob(self) -> float | None:

@@ -9,8 +9,14 @@ maps one to one (`n`, `temperature`, `top_p`, `max_tokens`, `stop`, `seed`), wit
 extras; `logprobs=0` asks for the chosen token's log-prob only, which vLLM computes from the raw model
 distribution by default (`logprobs_mode="raw_logprobs"`, vLLM >= 0.10.2; settable via `engine_kwargs`).
 Candidate tokens (`SamplingParams.candidates`) are read from the top `candidate_top_logprobs` log-probs vLLM
-returns per position (at most the engine's `max_logprobs`, 20 by default: raise both to cover more of the
-vocabulary); a candidate outside them is left out of `Generation.candidate_logprobs`, not made up.
+returns per position; a candidate outside them is left out of `Generation.candidate_logprobs`, not made up.
+vLLM refuses a request for more than its engine's `max_logprobs` (20 by default), so the engine starts with
+at least `candidate_top_logprobs`, raised further by a method that needs more (`require_top_logprobs`, e.g.
+Self-RAG's 5,000); a need beyond an engine already started, or beyond an explicit
+`engine_kwargs.max_logprobs`, is refused before any request, naming both numbers.
+`chat_template_kwargs` go to the chat template (e.g. `{enable_thinking: false}`). vLLM looks for stop
+strings in the whole reply, a reasoning model's thinking included: one met while thinking ends the reply
+there, counted as `reasoning_cut` (the in-process `HFLLM` waits for the thinking to close).
 A peft LoRA `adapter` folder is served as vLLM serves adapters: the engine starts with `enable_lora` (and
 `max_lora_rank` = the adapter's rank), and every request carries a `LoRARequest` whose id is taken from the
 adapter's content hash, which `identity()` also holds (tuned and base answers are cached apart).
@@ -27,10 +33,12 @@ from typing import Any
 
 from hoprag.llm.base import LLM, Prompt, covering_tokens, cut_at_stop
 from hoprag.llm.hf_loading import adapter_digest
+from hoprag.llm.reasoning import opens_block
 from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils.bundled import resolve_model_ref
 
 _ENGINES: dict[Hashable, Any] = {}
+VLLM_MAX_LOGPROBS = 20  # vLLM's default engine `max_logprobs`
 _LOCK = threading.Lock()
 
 
@@ -57,8 +65,12 @@ class VLLMLLM(LLM):
         max_input_tokens: int | None = None,
         adapter: str | None = None,
         candidate_top_logprobs: int = 20,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reasoning_budget: int = 0,
     ) -> None:
-        super().__init__(default, generation_cache, max_input_tokens)
+        super().__init__(default, generation_cache, max_input_tokens, chat_template_kwargs, reasoning_budget)
+        if candidate_top_logprobs < 1:
+            raise ValueError(f"candidate_top_logprobs must be positive, got {candidate_top_logprobs}")
         self.candidate_top_logprobs = candidate_top_logprobs
         try:
             import vllm
@@ -95,11 +107,41 @@ class VLLMLLM(LLM):
             **lora_args,
             **dict(engine_kwargs or {}),
         }
+        self._fixed_max_logprobs = "max_logprobs" in self.engine_args  # set by the config: never raised
+        self.require_top_logprobs(candidate_top_logprobs)
+
+    @property
+    def max_logprobs(self) -> int:
+        """The engine's limit on the top log-probs a request may ask for (vLLM's `max_logprobs`, 20 by
+        default; -1 means the whole vocabulary)."""
+        return int(self.engine_args.get("max_logprobs", VLLM_MAX_LOGPROBS))
+
+    def require_top_logprobs(self, n: int) -> None:
+        """Candidate tokens are to be read among the top `n` log-probs per position: the engine starts with
+        `max_logprobs` >= n and candidate requests ask for n; refused when the engine already runs with less,
+        or `engine_kwargs.max_logprobs` says less."""
+        limit = self.max_logprobs
+        if limit != -1 and n > limit and (self._fixed_max_logprobs or self._started):
+            why = "engine_kwargs.max_logprobs" if self._fixed_max_logprobs else "its running engine's max_logprobs"
+            raise ValueError(
+                f"{self.name}: candidate tokens are to be read among the top {n} log-probs per position, but "
+                f"vLLM refuses more than {why} = {limit}: raise llm.engine_kwargs.max_logprobs to at least {n}"
+            )
+        if limit != -1 and n > limit:
+            self.engine_args["max_logprobs"] = n
+        self.candidate_top_logprobs = max(self.candidate_top_logprobs, n)
+
+    @property
+    def _started(self) -> bool:
+        return self._engine_key() in _ENGINES
+
+    def _engine_key(self) -> Hashable:
+        return tuple(sorted((k, repr(v)) for k, v in self.engine_args.items()))
 
     @property
     def engine(self) -> Any:
         """The process-wide `vllm.LLM` for these engine arguments (started on first use)."""
-        key = tuple(sorted((k, repr(v)) for k, v in self.engine_args.items()))
+        key = self._engine_key()
         with _LOCK:
             if key not in _ENGINES:
                 _ENGINES[key] = self._vllm.LLM(**self.engine_args)
@@ -108,7 +150,7 @@ class VLLMLLM(LLM):
     @property
     def tokenizer(self) -> Any:
         """The engine's tokenizer once it runs; before, the model's tokenizer alone (no GPU memory taken)."""
-        key = tuple(sorted((k, repr(v)) for k, v in self.engine_args.items()))
+        key = self._engine_key()
         if key in _ENGINES:
             return _ENGINES[key].get_tokenizer()
         from hoprag.llm.tokenizer import load_tokenizer
@@ -137,7 +179,14 @@ class VLLMLLM(LLM):
     def _prompt_ids(self, prompt: Prompt, tokenizer: Any) -> list[int]:
         from hoprag.llm.tokenizer import prompt_ids
 
-        return prompt_ids(tokenizer, prompt, self.chat_template)
+        return prompt_ids(tokenizer, prompt, self.chat_template, self.chat_template_kwargs)
+
+    def reasoning_opened(self, prompt: Prompt) -> bool:
+        if isinstance(prompt, str) and not self.chat_template:
+            return False
+        from hoprag.llm.tokenizer import render_prompt
+
+        return opens_block(render_prompt(self.tokenizer, prompt, self.chat_template, self.chat_template_kwargs)[0])
 
     def _generate(
         self, prompts: list[Prompt], params: SamplingParams, seeds: list[int] | None = None
@@ -149,15 +198,16 @@ class VLLMLLM(LLM):
             sampling = [self.sampling_params(replace(params, seed=s)) for s in seeds]
         lora = {"lora_request": self.lora_request} if self.lora_request is not None else {}
         outputs = self.engine.generate(inputs, sampling, use_tqdm=False, **lora)
-        return [self.convert(out, params) for out in outputs]
+        return [self.convert(out, params, self.reasoning_opened(p)) for out, p in zip(outputs, prompts)]
 
-    def convert(self, output: Any, params: SamplingParams) -> list[Generation]:
-        """Our Generations from one `vllm.RequestOutput`."""
+    def convert(self, output: Any, params: SamplingParams, opened: bool = False) -> list[Generation]:
+        """Our Generations from one `vllm.RequestOutput`, the reasoning block still in the text (`opened`: the
+        prompt opened it; `LLM.generate` splits it off)."""
         prompt_tokens = len(output.prompt_token_ids or ())
         gens = []
         for completion in sorted(output.outputs, key=lambda c: c.index):
             ids = list(completion.token_ids)
-            kept, stopped = cut_at_stop(completion.text, params.stop)
+            kept, stopped = cut_at_stop(completion.text, params.stop, opened)
             tokens, logprobs, candidates = None, None, None
             if completion.logprobs is not None:
                 entries = [completion.logprobs[i][t] for i, t in enumerate(ids)]
@@ -200,7 +250,8 @@ class VLLMLLM(LLM):
 
     def identity(self) -> str:
         tuned = f" adapter_sha={self.adapter_sha}" if self.adapter else ""
-        return f"{self!r}{tuned} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}"
+        template = f" chat_template_kwargs={self.chat_template_kwargs!r}" if self.chat_template_kwargs else ""
+        return f"{self!r}{tuned} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}{template}"
 
 
 def _ended_at_eos(completion: Any) -> int:

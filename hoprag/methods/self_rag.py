@@ -12,6 +12,10 @@ are scored by `hoprag.search.self_rag` and the `beam_width` best paths stay (fin
 `max_depth` 1 is the short form (one segment per passage, the best one answers); a path still asking for
 retrieval at `max_depth` is a loop exit (`max_depth_reached`). Reading the reflection tokens needs their
 log-probs (`candidate_logprobs`: llm=hf or llm=vllm); a model without them runs with counted fallbacks.
+vLLM returns only the top `top_logprobs` log-probs per position, so the reflection tokens are read among
+them: the official code asks for 5,000 (`SamplingParams(..., logprobs=5000)` in run_short_form.py), and the
+LLM is told before the first call (`LLM.require_top_logprobs`), so its engine starts with that
+`max_logprobs` (vLLM's default, 20, would leave most reflection tokens unscored) or the run is refused.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from hoprag.search.steps import llm_step, one_by_one, retrieval_step
 
 class SelfRAG(Method):
     """Settings as in PruningRAG Table 7 (`beam_width`, `max_depth`, the weights, `threshold`); `k` passages
-    (≈ 5 in Self-Correcting RAG's comparison); `generation` is the sampling of every segment and answer."""
+    (≈ 5 in Self-Correcting RAG's comparison); `generation` is the sampling of every segment and answer;
+    `top_logprobs` the log-probs per position the reflection tokens are read among (the official 5,000)."""
 
     name = "self_rag"
 
@@ -61,11 +66,16 @@ class SelfRAG(Method):
         use_seqscore: bool = True,
         passage_template: str = "{title}\n{text}",
         batching: str = "step",
+        top_logprobs: int = 5000,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        if k < 1 or beam_width < 1 or max_depth < 1:
-            raise ValueError(f"method.k, beam_width and max_depth must be positive, got {k}, {beam_width}, {max_depth}")
+        if k < 1 or beam_width < 1 or max_depth < 1 or top_logprobs < 1:
+            raise ValueError(
+                f"method.k, beam_width, max_depth and top_logprobs must be positive, got {k}, {beam_width}, "
+                f"{max_depth}, {top_logprobs}"
+            )
+        llm.require_top_logprobs(top_logprobs)
         self.k, self.threshold, self.beam_width, self.max_depth = k, threshold, beam_width, max_depth
         self.weights = Weights(w_rel, w_sup, w_use, use_seqscore)
         self.passages = PassageFormat(passage_template)

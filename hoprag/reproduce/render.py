@@ -114,7 +114,8 @@ def _questions(table: Table, results: Results) -> list[str]:
 def intro(report: Report) -> list[str]:
     """The lines above the table: which paper table, which scale and what it shows, and the shared settings."""
     t, scale = report.table, report.table.scales[report.scale]
-    kind = "Smoke scale: mechanics, not quality." if report.scale == "smoke" else "Paper scale."
+    kind = {"smoke": "Smoke scale: mechanics, not quality.", "rehearsal": "Rehearsal: code paths, not figures."}.get(
+        report.scale, "Paper scale.")  # fmt: skip
     baseline = t.row(t.baseline).name
     lines = [
         f"**{kind}** {scale.label}",
@@ -147,6 +148,7 @@ def markdown(report: Report) -> str:
     parts = [f"# {t.title}", *intro(report), markdown_grid(report.header, report.rows)]
     parts += [f"{i}. {text}" for i, text in enumerate(report.notes.texts, 1)]
     parts += [f"Note: {n}" for n in t.notes]
+    parts += [f"Stood in for: {'; '.join(t.scales[report.scale].stand_ins)}."] if t.scales[report.scale].stand_ins else []
     parts.append(f"## Paired tests against {t.row(t.baseline).name}")
     if report.paired:
         parts.append(markdown_grid(PAIRED_HEADER, paired_cells(report)))
@@ -161,6 +163,8 @@ def html(report: Report) -> str:
     if report.notes.texts:
         body.append("<ol>" + "".join(f"<li>{escape(text)}</li>" for text in report.notes.texts) + "</ol>")
     body += [f"<p><strong>Note.</strong> {escape(n)}</p>" for n in t.notes]
+    if t.scales[report.scale].stand_ins:
+        body.append(f"<p><strong>Stood in for:</strong> {escape('; '.join(t.scales[report.scale].stand_ins))}.</p>")
     body.append(f"<h2>Paired tests against {escape(t.row(t.baseline).name)}</h2>")
     if report.paired:
         body.append(html_table(PAIRED_HEADER, paired_cells(report)))

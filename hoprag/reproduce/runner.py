@@ -1,6 +1,8 @@
-"""`reproduce.py`'s work: plan a table's jobs at a scale, run the unfinished ones as ONE Hydra multirun of
-`eval.py` (the row sweeper, `hydra/sweeper=rows`, with whatever launcher the command line chose), then render
-the table from every finished run. A table whose jobs are all finished runs nothing and is rendered again."""
+"""`reproduce.py`'s work: plan a table's jobs at a scale, check what the unfinished ones need (the preflight:
+a job that lacks any need is refused, skipped with what it lacks, before any job starts), run the rest as ONE
+Hydra multirun of `eval.py` (the row sweeper, `hydra/sweeper=rows`, with whatever launcher the command line
+chose), then render the table from every finished run. A table whose jobs are all finished runs nothing and is
+rendered again."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hoprag.paths import PROJECT_ROOT
-from hoprag.reproduce import render
+from hoprag.reproduce import preflight, rehearsal, render
 from hoprag.reproduce.plan import RUNS, Job, plan
+from hoprag.reproduce.preflight import INDEX_IN_RUN, Host, Preflight
+from hoprag.reproduce.preflight.report import render as preflight_table
 from hoprag.reproduce.spec import SCALES, Table, TableError, as_lines
 from hoprag.utils.secrets import is_secret
 
@@ -50,6 +54,22 @@ def launch(jobs: Sequence[Job], out_dir: Path, hydra_overrides: Sequence[str] = 
     return subprocess.run(command, cwd=PROJECT_ROOT, check=False).returncode
 
 
+def check(
+    table: Table,
+    scale: str,
+    out_dir: Path,
+    job_overrides: Sequence[str] = (),
+    host: Host | None = None,
+    index_in_run: Sequence[str] = INDEX_IN_RUN,
+) -> Preflight:
+    """What every job of `table` that runs at `scale` needs (`check=true`: nothing is run); at scale=rehearsal
+    asked in the rehearsal's environment of stand-ins."""
+    _known(scale)
+    with rehearsal.applied(scale):
+        return preflight.check(table, scale, plan(table, scale, out_dir, job_overrides, check_files=False),
+                               _host(scale, host), index_in_run)  # fmt: skip
+
+
 def reproduce(
     table: Table,
     scale: str,
@@ -59,21 +79,47 @@ def reproduce(
     overwrite: bool = False,
     resamples: int = 10_000,
     seed: int = 0,
+    host: Host | None = None,
+    index_in_run: Sequence[str] = INDEX_IN_RUN,
 ) -> tuple[render.Report, list[Job]]:
     """Run what `table` still lacks at `scale` and write its files into `out_dir`; the report and the jobs that
-    were to run but have not finished (failed, or stopped)."""
-    if scale not in SCALES:
-        raise TableError(f"scale={scale}: one of {', '.join(SCALES)}")
+    were to run but have not finished (failed, or stopped). The jobs to run are checked first (`host`: this
+    machine; `index_in_run`: the scales whose jobs may build their own indexes); those that lack a need are
+    refused."""
+    _known(scale)
     shared = [*job_overrides, *(["overwrite=true"] if overwrite else [])]
-    jobs = plan(table, scale, out_dir, shared)
-    todo = [j for j in jobs if not j.skip and (overwrite or not j.finished())]
-    for job in jobs:
-        state = f"skipped: {job.skip}" if job.skip else ("to run" if job in todo else "finished")
-        log.info("%-40s %s", job.name, state)
-    if todo:
-        status = launch(todo, out_dir, hydra_overrides)
-        if status:
-            log.error("the multirun exited with status %d; the table shows what finished", status)
+    jobs = plan(table, scale, out_dir, shared, check_files=False)
+    due = {j.name for j in jobs if not j.skip and (overwrite or not j.finished())}
+    with rehearsal.applied(scale):
+        host = _host(scale, host)
+        found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
+        builds = [n.command for n in found.missing if n.kind == "index"]
+        if scale == "rehearsal" and builds:  # the rehearsal builds them as a user would, then checks again
+            rehearsal.provide(builds)
+            host = Host(env=host.env, timeout=host.timeout, gpus=host.gpus)  # asked afresh: nothing remembered
+            found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
+        log.info("preflight:\n%s", preflight_table(found))
+        jobs = preflight.refuse(jobs, found)
+        todo = [j for j in jobs if j.name in due and not j.skip]
+        for job in jobs:
+            state = f"skipped: {job.skip}" if job.skip else ("to run" if job in todo else "finished")
+            log.info("%-40s %s", job.name, state)
+        if todo:
+            status = launch(todo, out_dir, hydra_overrides)
+            if status:
+                log.error("the multirun exited with status %d; the table shows what finished", status)
     report = render.build(table, scale, jobs, resamples, seed)
     render.write(report, out_dir)
     return report, [j for j in todo if not j.finished()]
+
+
+def _host(scale: str, host: Host | None) -> Host:
+    """The machine the preflight asks: the given one, else this one (at scale=rehearsal with the stand-in GPU)."""
+    if host is not None:
+        return host
+    return Host(gpus=rehearsal.gpus()) if scale == "rehearsal" else Host()
+
+
+def _known(scale: str) -> None:
+    if scale not in SCALES:
+        raise TableError(f"scale={scale}: one of {', '.join(SCALES)}")

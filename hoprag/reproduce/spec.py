@@ -15,7 +15,11 @@ digest's caveats, and per scale the overrides every job shares and what is skipp
             the figure, or {value, note} with the digest's caveat; value null where the paper's is not recoverable)
 
 An override list may be given for every scale (a list) or per scale (`{all: [...], smoke: [...], paper: [...]}`);
-so may a skip reason (a string, or `{smoke: reason}`) and a row's requirements."""
+so may a skip reason (a string, or `{smoke: reason}`) and a row's requirements.
+
+A third scale, `rehearsal`, is no section of a table config: it is the paper scale's every job, settings and
+file layout, run here with stand-ins for what needs a GPU, the hub, a served model or the full data
+(`hoprag/reproduce/rehearsal.py`): its overrides are the paper's with the question count swapped."""
 
 from __future__ import annotations
 
@@ -23,7 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SCALES = ("smoke", "paper")
+from hoprag.reproduce import rehearsal
+
+SCALES = ("smoke", "paper", "rehearsal")
+GIVEN = ("smoke", "paper")  # the scales a table config writes; rehearsal is the paper scale's, rehearsed
 
 
 class TableError(ValueError):
@@ -31,14 +38,16 @@ class TableError(ValueError):
 
 
 def _per_scale(value: Any, what: str) -> dict[str, tuple]:
-    """`value` per scale: a list (every scale) or `{all, smoke, paper}` (all's items first)."""
+    """`value` per scale: a list (every scale) or `{all, smoke, paper}` (all's items first); the rehearsal
+    takes the paper scale's."""
     if value is None:
         return {s: () for s in SCALES}
     if isinstance(value, (list, tuple)):
         return {s: tuple(value) for s in SCALES}
-    if not isinstance(value, Mapping) or set(value) - {"all", *SCALES}:
-        raise TableError(f"{what}: a list, or a mapping of all / {' / '.join(SCALES)} to lists, not {value!r}")
-    return {s: (*value.get("all", ()), *value.get(s, ())) for s in SCALES}
+    if not isinstance(value, Mapping) or set(value) - {"all", *GIVEN}:
+        raise TableError(f"{what}: a list, or a mapping of all / {' / '.join(GIVEN)} to lists, not {value!r}")
+    given = {s: (*value.get("all", ()), *value.get(s, ())) for s in GIVEN}
+    return {**given, "rehearsal": given["paper"]}
 
 
 def _reasons(value: Any, what: str) -> dict[str, str]:
@@ -47,9 +56,10 @@ def _reasons(value: Any, what: str) -> dict[str, str]:
         return {s: "" for s in SCALES}
     if isinstance(value, str):
         return {s: value for s in SCALES}
-    if not isinstance(value, Mapping) or set(value) - set(SCALES):
-        raise TableError(f"{what}: a reason, or a mapping of {' / '.join(SCALES)} to reasons, not {value!r}")
-    return {s: str(value.get(s) or "") for s in SCALES}
+    if not isinstance(value, Mapping) or set(value) - set(GIVEN):
+        raise TableError(f"{what}: a reason, or a mapping of {' / '.join(GIVEN)} to reasons, not {value!r}")
+    given = {s: str(value.get(s) or "") for s in GIVEN}
+    return {**given, "rehearsal": given["paper"]}
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,7 @@ class Scale:
     overrides: tuple[str, ...]
     variables: dict[str, str]
     settings: dict[str, Any]
+    stand_ins: tuple[str, ...] = ()  # what a rehearsal stood in for (the table's footer)
 
 
 @dataclass
@@ -162,8 +173,11 @@ class Table:
         scales = {
             s: Scale(str(c["scales"][s]["label"]), tuple(c["scales"][s].get("overrides") or ()),
                      dict(c["scales"][s].get("vars") or {}), dict(c["scales"][s].get("settings") or {}))
-            for s in SCALES
+            for s in GIVEN
         }  # fmt: skip
+        paper = scales["paper"]
+        scales["rehearsal"] = Scale(rehearsal.label(paper.label), rehearsal.swap(paper.overrides), paper.variables,
+                                    paper.settings, rehearsal.STAND_INS)  # fmt: skip
         groups = {
             g: Group(g, str(spec.get("label", g)), _per_scale(spec.get("overrides"), f"groups.{g}.overrides"),
                      _reasons(spec.get("skip"), f"groups.{g}.skip"), tuple(spec.get("mean_of") or ()))
@@ -186,8 +200,8 @@ class Table:
             raise ValueError(f"row ids repeat: {ids}")
         own = {r.id for r in self.rows if r.run == r.id}
         for row in self.rows:
-            given = {s: row.overrides[s] or any(o[s] for o in row.group_overrides.values()) for s in SCALES}
-            bare = [s for s in SCALES if row.run == row.id and not given[s] and not row.skip[s]]
+            given = {s: row.overrides[s] or any(o[s] for o in row.group_overrides.values()) for s in GIVEN}
+            bare = [s for s in GIVEN if row.run == row.id and not given[s] and not row.skip[s]]
             if bare:
                 raise ValueError(f"row {row.id!r} has no overrides at scale {bare[0]} and no reason to skip it there")
             if row.run not in own:
@@ -200,6 +214,17 @@ class Table:
                 raise ValueError(f"group {group.id!r} averages {group.mean_of}: each must be a group that runs")
         if self.baseline not in ids:
             raise ValueError(f"baseline {self.baseline!r} is no row")
+        aided = [o for o in self._overrides("paper") if o.lstrip("+~").startswith("aids=") and o != "aids=none"]
+        if aided or "aids=none" not in self.scales["paper"].overrides:
+            raise ValueError(f"scale paper must run without the small-model overlay (aids=none in its overrides, "
+                             f"nothing else): {aided or 'aids=none missing'}")  # fmt: skip
+
+    def _overrides(self, scale: str) -> list[str]:
+        """Every override the table gives at `scale`: the scale's, each row's and each group's."""
+        found = [*self.scales[scale].overrides, *(o for g in self.groups.values() for o in g.overrides[scale])]
+        for row in self.rows:
+            found += [*row.overrides[scale], *(o for ov in row.group_overrides.values() for o in ov[scale])]
+        return found
 
     def row(self, row_id: str) -> Row:
         return next(r for r in self.rows if r.id == row_id)

@@ -26,7 +26,15 @@ import numpy as np
 from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
-from hoprag.retrieval.manifest import IDS_FILE, check_manifest, new_manifest, read_ids, read_manifest, write_manifest
+from hoprag.retrieval.manifest import (
+    IDS_FILE,
+    TRUNCATED,
+    check_manifest,
+    new_manifest,
+    read_ids,
+    read_manifest,
+    write_manifest,
+)
 
 if TYPE_CHECKING:
     from hoprag.retrieval.shards import ShardStore
@@ -220,6 +228,7 @@ class DenseIndex:
             num_passages=n,
             build_seconds=round(time.perf_counter() - started, 3),
             embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
+            **{TRUNCATED: embedder.truncated_passages},  # passages cut at the embedder's token limit
             **({"ef_construction": ef_construction} if ef_construction is not None else {}),
         )
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)

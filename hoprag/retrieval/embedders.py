@@ -27,6 +27,13 @@ from hoprag.utils.device import resolve_device
 log = logging.getLogger(__name__)
 
 DEFAULT_PASSAGE_TEMPLATE = "{title}\n{text}"
+_LABELLED_TEXT = re.compile(r"(?:^|\n)([^\n{}]*)\{text\}")  # the label a template puts before the text, on its line
+
+
+def _text_label(template: str) -> str:
+    """The label before `{text}` on its line ("Context: " in "Title: {title}\nContext: {text}"); "" for none."""
+    match = _LABELLED_TEXT.search(template)
+    return match.group(1) if match else ""
 
 _MODELS: dict[Hashable, Any] = {}
 _MODELS_LOCK = threading.Lock()
@@ -53,6 +60,7 @@ class Embedder:
     model: str
     dim: int
     pooling: str | None = None  # how token states become one vector, where the library says ("mean", "cls")
+    truncated_passages: int | None = None  # of the last `passage_chunks` pass: passages cut at the token limit
 
     def __init__(
         self,
@@ -71,7 +79,15 @@ class Embedder:
         self.passage_template = passage_template
 
     def passage_text(self, p: Passage) -> str:
-        return self.passage_template.format(title=p.title, text=p.text)
+        """`passage_template` filled with the passage's title and text. A text that already holds, at a line's
+        start, the label the template puts before it is not labelled twice: MultiHop-RAG's articles
+        ("Source: …\nContext: …", TreeHop's form for that corpus) under "Title: {title}\nContext: {text}" read
+        "Title: …\nSource: …\nContext: …"."""
+        label = _text_label(self.passage_template)
+        template = self.passage_template
+        if label and (p.text.startswith(label) or f"\n{label}" in p.text):
+            template = template.replace(label + "{text}", "{text}")
+        return template.format(title=p.title, text=p.text)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         return self._vectors([self.query_prefix + t for t in texts], batch_size)
@@ -91,10 +107,36 @@ class Embedder:
         so none runs for minutes in silence. Chunks larger than a batch let the encoder sort texts by
         length, wasting less padding; the bar moves once the caller has used a chunk."""
         it = iter(passages)
+        truncated = 0
         with progress.bar(total=len(passages), desc=f"encoding with {self.name}", unit="passage", show=show) as shown:
             while chunk := list(islice(it, chunk_size)):
+                truncated += self.count_truncated([self.passage_text(p) for p in chunk])
                 yield chunk, self.encode_passages(chunk, batch_size)
                 shown.update(len(chunk))
+        self.truncated_passages = truncated
+        limit = self._token_limit()
+        if limit is not None:
+            log.log(logging.WARNING if truncated else logging.INFO,
+                    "%s: %d of %d passages are longer than the %d tokens it reads and were cut to them",
+                    self.name, truncated, len(passages), limit[1])  # fmt: skip
+
+    def count_truncated(self, texts: Sequence[str]) -> int:
+        """How many of `texts` the encoder cuts: longer than the tokens it reads (special tokens included);
+        0 for one that reads whole texts. Texts too short to reach the limit in any tokenisation (4 tokens a
+        character at most, a UTF-8 byte each) are not tokenised."""
+        limit = self._token_limit()
+        if limit is None:
+            return 0
+        tokenizer, max_tokens = limit
+        long = [t for t in texts if 4 * len(t) + 2 > max_tokens]
+        if not long:
+            return 0
+        ids = tokenizer(long, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        return sum(len(i) > max_tokens for i in ids)
+
+    def _token_limit(self) -> tuple[Any, int] | None:
+        """(tokenizer, the tokens the encoder reads of a text), or None for an encoder that reads whole texts."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """What determines the passage vectors: a saved index records it and is refused when it differs."""
@@ -222,6 +264,10 @@ class SentenceTransformerEmbedder(Embedder):
 
         return _shared_model(("sentence-transformers", path, device, self.max_length), load)
 
+    def _token_limit(self) -> tuple[Any, int] | None:
+        model = self._load()  # max_seq_length: this embedder's max_length, else the model's own
+        return (model.tokenizer, model.max_seq_length) if model.max_seq_length else None
+
     def _pool(self) -> dict[str, Any] | None:
         """The process-wide multi-process pool over `devices` (None without them)."""
         if not self.devices:
@@ -312,6 +358,9 @@ class FlagEmbedder(Embedder):
 
         key = ("flagembedding", path, device, self.is_m3, self.pooling_method, self.use_fp16)
         return _shared_model(key, load)
+
+    def _token_limit(self) -> tuple[Any, int] | None:
+        return self._load().tokenizer, self.max_length
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         model = self._load()

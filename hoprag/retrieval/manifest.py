@@ -1,7 +1,8 @@
 """The manifest saved beside every index: what it was built from, so a stale cache is refused, not used.
 
 `manifest.json` is written last when an index is saved, so a directory without one is an unfinished
-build and is treated as absent.
+build and is treated as absent. Besides what must match, it records how the build went, e.g.
+`truncated_passages` (`TRUNCATED`): how many passages were longer than the embedder reads and cut.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hoprag.utils.contract import ContractMismatch, mismatches
 
 MANIFEST = "manifest.json"
 IDS_FILE = "ids.json"  # an index's passage ids, in index order
+TRUNCATED = "truncated_passages"  # passages cut at the embedder's token limit (Embedder.passage_chunks counts them)
 
 
 class IndexMismatchError(ContractMismatch):

@@ -20,7 +20,7 @@ def small_table(tmp_path) -> Table:
         "scales": {
             "smoke": {"label": "scripted", "overrides": ["limit=2", "llm=scripted", "retriever=bm25",
                                                          f"paths.cache_dir={tmp_path / 'cache'}"]},
-            "paper": {"label": "unused", "overrides": []},
+            "paper": {"label": "unused", "overrides": ["aids=none"]},
         },
         "groups": {"hotpotqa": {"label": "HotpotQA", "overrides": ["data=hotpotqa"]},
                    "avg": {"label": "Avg", "mean_of": ["hotpotqa"]}},

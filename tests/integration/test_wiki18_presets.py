@@ -28,5 +28,5 @@ def test_treerare_paper_without_wiki18_stops_naming_what_to_download_and_where(t
     proc = subprocess.run(command, check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert f"{WIKI18} does not exist" in proc.stderr
-    assert "huggingface-cli download RUC-NLPIR/FlashRAG_datasets retrieval-corpus/wiki18_100w.zip" in proc.stderr
+    assert "hf download RUC-NLPIR/FlashRAG_datasets retrieval-corpus/wiki18_100w.zip" in proc.stderr
     assert not (run_dir / "predictions.jsonl").exists()

@@ -1,15 +1,13 @@
 """PruningRAG's mock-API source (spec/pruningrag.md §6.2, behaviours 13–15) against a stand-in of the official
-CRAG mock API: a stdlib HTTP server on 127.0.0.1, started by the test, answering the official endpoint names
-with fixture JSON shaped like the official server's (tests/fixtures/crag_api/responses.json)."""
+CRAG mock API (tests/standins/crag_api.py): a stdlib HTTP server on 127.0.0.1, started by the test, answering
+the official endpoint names with fixture JSON shaped like the official server's
+(tests/fixtures/crag_api/responses.json)."""
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-import threading
 from datetime import date
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from hoprag.sources.api.render import frame_rows, render
 from hoprag.sources.api.rules import select
 from hoprag.sources.api.source import STATS
 from hoprag.sources.api.timeparse import Period, parse_query_time, resolve_periods
+from tests.standins.crag_api import CragAPIStandIn
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "crag_api"
 COMPANIES = FIXTURES / "company_name.dict"
@@ -36,74 +35,11 @@ TODAY = date(2024, 3, 5)
 FUNKO = "How much did Funko open at today?"
 
 
-# -- a stand-in for the official server ----------------------------------------------------------------
-
-
-def request_key(payload: dict) -> str:
-    """How responses.json keys a request: its `query`, or `field=value|...` for bodies with several fields."""
-    if set(payload) == {"query"}:
-        return str(payload["query"])
-    return "|".join(f"{k}={payload[k]}" for k in sorted(payload))
-
-
-class MockServer(ThreadingHTTPServer):
-    """Answers POST {endpoint} as the official server does ({"result": ...}, null when the KG has nothing,
-    FastAPI's 404 for an unknown endpoint) and GET / with its banner; `log` records the requests and
-    `fail_with` makes every POST answer that HTTP status."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.responses = json.loads((FIXTURES / "responses.json").read_text(encoding="utf-8"))
-        self.log: list[tuple[str, dict]] = []
-        self.fail_with: int | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def endpoints(self) -> list[str]:
-        return [endpoint for endpoint, _ in self.log]
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: MockServer
-
-    def do_GET(self) -> None:
-        if self.path == "/":
-            self.reply(200, {"message": "The CRAG API service is running"})
-        else:
-            self.reply(404, {"detail": "Not Found"})
-
-    def do_POST(self) -> None:
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.log.append((self.path, payload))
-        if self.server.fail_with:
-            self.reply(self.server.fail_with, {"detail": "failure asked for by the test"})
-        elif self.path not in self.server.responses:
-            self.reply(404, {"detail": "Not Found"})
-        else:
-            self.reply(200, {"result": self.server.responses[self.path].get(request_key(payload))})
-
-    def reply(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:  # keep test output quiet
-        pass
-
-
 @pytest.fixture
 def server():
-    srv = MockServer()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    """The stand-in of the official server (tests/standins/crag_api.py), answering from the fixture."""
+    with CragAPIStandIn() as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -55,3 +55,17 @@ def test_without_a_location_nothing_is_written(tmp_path, monkeypatch):
     llm.generate(["a"])
     llm.generate(["a"])
     assert llm.cache is None and asked(llm) == 2 and not list(tmp_path.iterdir())
+
+
+def test_an_entry_written_before_thinking_was_held_apart_is_never_served(tmp_path, monkeypatch):
+    """Format 2 stored a reasoning model's reply whole: read back today it would hand the thinking to the method."""
+    from hoprag.llm import cache as cache_module
+    from hoprag.llm.types import Generation
+
+    thinking = ScriptedLLM(rules=[("capital", "Answer: Paris")], think="Lyon?", generation_cache=str(tmp_path))
+    monkeypatch.setattr(cache_module, "FORMAT", 2)
+    old_key = cache_module.request_key(thinking.identity(), "the capital?", thinking.default)
+    GenerationCache(tmp_path).put({old_key: [Generation("<think>\nLyon?\n</think>\n\nAnswer: Paris")]})
+    monkeypatch.undo()
+    (g,) = thinking.generate(["the capital?"])[0]
+    assert (g.text, g.reasoning) == ("Answer: Paris", "Lyon?") and asked(thinking) == 1

@@ -503,3 +503,14 @@ def test_probe_off_needs_declared_capabilities():
         OpenAICompatLLM(model="m", probe=False, capabilities={"logprob": True})
     llm = OpenAICompatLLM(model="m", probe=False, capabilities={"logprobs": True})
     assert llm.capabilities["logprob_fields"] == "logprobs" and llm.capabilities["probed"] is False
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_a_refused_key_or_an_unknown_model_stops_the_probe_instead_of_being_cached_as_no_capability(status):
+    def refuse(path, body):
+        return status, {"error": {"message": "no", "type": "invalid_request_error"}}
+
+    with FakeServer(refuse) as srv:
+        with pytest.raises(LLMRequestError) as info:
+            make(srv, max_retries=0, probe=True).capabilities
+    assert info.value.status == status

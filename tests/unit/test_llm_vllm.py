@@ -77,6 +77,10 @@ class FakeEngine:
 
     def generate(self, inputs, sampling_params, use_tqdm=True):
         assert use_tqdm is False
+        limit = self.kwargs.get("max_logprobs", 20)  # vLLM's check of every request against its engine's limit
+        if sampling_params.logprobs is not None and limit != -1 and sampling_params.logprobs > limit:
+            asked = sampling_params.logprobs
+            raise ValueError(f"Requested sample logprobs of {asked}, which is greater than max allowed: {limit}")
         self.calls.append((inputs, sampling_params))
         outputs = []
         for inp in inputs:
@@ -232,3 +236,29 @@ def test_candidate_tokens_are_read_from_the_returned_top_logprobs(fake_vllm, mon
     # the fake server returns only the chosen token's log-prob: "z" is never among them, so never scored
     assert g.candidate_logprobs[:3] == ({"a": pytest.approx(-0.1)}, {"n": pytest.approx(-0.2)}, {})
     assert len(g.candidate_logprobs) == len(g.tokens)
+
+
+def test_the_engine_starts_with_the_top_logprobs_a_method_needs(fake_vllm, monkeypatch):
+    """Self-RAG reads its reflection tokens among the top 5,000 log-probs, as the official code asks vLLM."""
+    from hoprag.methods import SelfRAG
+    from hoprag.retrieval import Retriever
+
+    monkeypatch.setattr(FakeTokenizer, "convert_tokens_to_ids", lambda self, t: ord(t), raising=False)
+    llm = VLLMLLM(model="m")
+    SelfRAG(llm, Retriever([]), top_logprobs=5000)
+    [[g]] = llm.generate(["q"], candidates=("a",))
+    (engine,) = FakeEngine.instances
+    assert engine.kwargs["max_logprobs"] == 5000 and engine.calls[0][1].logprobs == 5000
+    assert VLLMLLM(model="m").engine_args.get("max_logprobs") is None  # vLLM's default when nothing asks for more
+
+
+def test_more_top_logprobs_than_the_engine_allows_are_refused_before_any_request(fake_vllm):
+    fixed = VLLMLLM(model="m", engine_kwargs={"max_logprobs": 100})
+    with pytest.raises(ValueError, match=r"top 5000 log-probs.*engine_kwargs.max_logprobs = 100"):
+        fixed.require_top_logprobs(5000)
+    running = VLLMLLM(model="m")
+    running.generate(["q"])  # the engine starts with vLLM's default limit
+    with pytest.raises(ValueError, match=r"top 5000 log-probs.*running engine's max_logprobs = 20"):
+        running.require_top_logprobs(5000)
+    assert len(FakeEngine.instances) == 1 and len(FakeEngine.instances[0].calls) == 1  # nothing more was asked
+    VLLMLLM(model="m", engine_kwargs={"max_logprobs": -1}).require_top_logprobs(5000)  # -1: the whole vocabulary

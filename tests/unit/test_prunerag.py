@@ -223,14 +223,17 @@ def test_b09_only_the_answer_span_tokens_count_in_json_value_mode():
     assert span_confidence(generation, None) == 0.0
 
 
-def test_b09_first_occurrence_mode_takes_the_answer_inside_think_text():
+def test_b09_first_occurrence_mode_searches_the_reply_after_the_think_text():
+    """The code searched the whole output, think text included; the LLM layer now holds a reasoning block
+    apart (hoprag.llm.reasoning), so both modes score the answer's tokens in the reply."""
     think = "<think> Jack Lee </think> "
     reply = think + answer_reply("Jack Lee")
     logprobs = [-1.0, -0.9, -0.9, -1.0] + answer_logprobs("Jack Lee", [-0.01, -0.01])
-    for span, expected in (("json_value", "answered"), ("first_occurrence", "unresolved")):
+    for span in ("json_value", "first_occurrence"):
         method, _, _ = make([(on(Q), reply, logprobs)], confidence_span=span, max_depth=2)
-        (out,), _ = ask(method)
-        assert out.trace["tree"]["status"] == expected
+        (out,), costs = ask(method)
+        assert out.trace["tree"]["status"] == "answered"
+        assert costs[0].reasoning_tokens == 4
 
 
 def test_b10_threshold_0_accepts_every_answer_and_above_1_accepts_none():

@@ -22,7 +22,7 @@ def build(cfg):
 
 
 def test_the_default_config_has_the_paper_tree_setting_and_scores_passages_by_token_overlap(compose_cfg):
-    """The tree knobs are the paper's; the small-model aids (on by default) are tested in test_prunerag_small."""
+    """The tree knobs and budgets are the paper's (the small-model overlay is tested in test_prunerag_small)."""
     cfg = compose_cfg("eval", ["+experiment=prunerag", "llm=scripted"])
     method = build(cfg)
     assert isinstance(method, PruneRAG)
@@ -30,7 +30,7 @@ def test_the_default_config_has_the_paper_tree_setting_and_scores_passages_by_to
     assert (b.k, b.max_depth, b.branching, b.threshold, b.strict, b.use_confidence) == (5, 3, 2, 0.95, False, True)
     assert b.actions == ("answer", "decomposition", "entity") and b.all_decom_depth == 0
     assert b.confidence_span == "json_value" and not b.one_by_one
-    assert b.generation == {"temperature": 0.0, "max_new_tokens": 256}
+    assert b.generation == {"temperature": 0.0, "max_new_tokens": 4096}
     assert method.aggregator.mode == "single_call_tree" and method.aggregator.all_leaves
     suite = instantiate(cfg.metrics)
     assert suite.passage_match == "token_overlap" and suite.overlap_threshold == 0.75

@@ -11,6 +11,7 @@ import re
 import pytest
 from hydra.utils import instantiate
 
+from hoprag.config import apply_aids
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm import ScriptedLLM
@@ -172,8 +173,10 @@ def build(cfg) -> PruneRAG:
     return instantiate(cfg.method)(llm=ScriptedLLM(), retriever=Retriever([]))
 
 
-def test_the_aids_are_on_by_default_and_off_in_the_faithful_and_paper_settings(compose_cfg):
-    method = build(compose_cfg("eval", ["+method=prunerag", "llm=scripted"]))
+def test_the_aids_are_on_with_the_small_model_overlay_and_off_in_the_faithful_and_paper_settings(compose_cfg):
+    cfg = compose_cfg("eval", ["+method=prunerag", "llm=scripted", "aids=small_model"])
+    assert apply_aids(cfg) == "small_model"  # conf/aids/small_model.yaml (the default with the bundled SmolLM2)
+    method = build(cfg)
     b = method.builder
     assert (b.prefix, b.free_text_fallback, b.lenient, b.min_children) == (PREFIX, True, True, 1)
     assert b.retry_actions == b.actions and method.aggregator.prefix == "The answer is \\boxed{"

@@ -150,16 +150,18 @@ def test_the_paper_preset_carries_the_papers_settings(compose_cfg):
 
 @pytest.mark.parametrize("preset", ["pruningrag_paper", *sorted(TABLES)])
 def test_the_paper_presets_judge_with_the_papers_judge_and_need_its_key(compose_cfg, monkeypatch, preset):
-    """§8, §9: GPT-3.5-Turbo at temperature 0 on OpenAI's API, CRAG's prompt; a missing key is refused when the
-    metrics are built (before the first question), and nothing is sent here."""
+    """§8, §9: CRAG's prompt at temperature 0 on OpenAI's API, on gpt-6-luna (the paper's GPT-3.5-Turbo is retired,
+    kept as provenance); a missing key is refused when the metrics are built (before the first question), and
+    nothing is sent here."""
     cfg = compose_cfg("eval", [f"+experiment={preset}"])
     judge = cfg.metrics.crag_judge
     assert judge._target_ == "hoprag.evaluation.judges.LLMJudge" and judge.llm._target_ == "hoprag.llm.OpenAICompatLLM"
-    assert (judge.llm.model, judge.llm.base_url) == ("gpt-3.5-turbo", "https://api.openai.com/v1")
+    assert (judge.llm.model, judge.llm.base_url) == ("gpt-6-luna", "https://api.openai.com/v1")
+    assert judge.provenance.startswith("the paper's judge: GPT-3.5-Turbo")
     assert judge.llm.api_key is None  # read from OPENAI_API_KEY
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     suite = instantiate(cfg.metrics)
-    assert suite.crag_judge_name == "gpt-3.5-turbo" and suite.crag_judge.generation["temperature"] == 0.0
+    assert suite.crag_judge_name == "gpt-6-luna" and suite.crag_judge.generation["temperature"] == 0.0
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(Exception, match="OPENAI_API_KEY"):
         instantiate(cfg.metrics)
@@ -208,7 +210,7 @@ def test_table_1_puts_each_framework_on_the_papers_sources_with_or_without_pruni
     assert p._target_ == "hoprag.methods.WithPruning" and p.strategy == pruning and p.domain == "llm"
     assert p.sources.web.embedder.model == "BAAI/bge-m3" and p.sources.api._target_ == "hoprag.sources.APISource"
     assert p.router_llm.adapter == cfg.tuned_router.adapter and p.closed_book._target_ == "hoprag.methods.NoRetrieval"
-    assert cfg.metrics.crag_judge.llm.model == "gpt-3.5-turbo" and "table1" in cfg.tags
+    assert cfg.metrics.crag_judge.llm.model == "gpt-6-luna" and "table1" in cfg.tags
     if framework in ("iter_retgen", "self_ask"):  # Table 7: at most 3 rounds, at most 5 follow-ups
         assert cfg.method.get("rounds", cfg.method.get("max_turns")) == {"iter_retgen": 3, "self_ask": 5}[framework]
 

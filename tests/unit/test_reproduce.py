@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from hoprag.paths import PROJECT_ROOT
 from hoprag.reproduce import Table, TableError, cells, forwarded, plan, render, runner
 from hoprag.reproduce.cells import Cell, figure_of
 from hoprag.reproduce.render import Footnotes, cell_text
@@ -27,7 +30,7 @@ def table_config(**changes) -> dict:
         "notes": ["a caveat"],
         "scales": {
             "smoke": {"label": "small", "overrides": ["limit=2", "llm=scripted"], "vars": {"judge": "rule"}},
-            "paper": {"label": "big", "overrides": ["llm=vllm"], "vars": {"judge": "gpt"}},
+            "paper": {"label": "big", "overrides": ["aids=none", "llm=vllm"], "vars": {"judge": "gpt"}},
         },
         "groups": {
             "hotpotqa": {"label": "HotpotQA", "overrides": ["data=hotpotqa"]},
@@ -65,7 +68,8 @@ def test_a_table_config_is_read_per_scale():
     t = Table.parse(table_config())
     assert t.columns == [(g, m) for g in ("hotpotqa", "2wiki", "avg") for m in ("f1", "acc")]
     assert t.run_groups() == ["hotpotqa", "2wiki"]
-    assert t.groups["2wiki"].overrides == {"smoke": ("data=2wiki",), "paper": ("data=2wiki", "data.sample=500")}
+    paper = ("data=2wiki", "data.sample=500")
+    assert t.groups["2wiki"].overrides == {"smoke": ("data=2wiki",), "paper": paper, "rehearsal": paper}
     assert t.reading(t.row("rag"), "acc", "smoke").key == "crag/acc@rule"
     assert t.reading(t.row("rag"), "acc", "paper").key == "crag/acc@gpt"
     same = t.reading(t.row("same"), "f1", "smoke")
@@ -112,7 +116,7 @@ def test_the_plan_has_one_job_per_row_with_runs_and_group_and_says_why_one_is_sk
     assert jobs["trained/hotpotqa"].skip == "needs no/such/export, made by `python train.py +model=treehop`"
     paper = {j.name: j for j in plan(Table.parse(table_config()), "paper", tmp_path)}
     assert paper["closed/hotpotqa"].skip == "not offline" and not paper["trained/hotpotqa"].skip
-    assert paper["rag/2wiki"].overrides == ("llm=vllm", "+method=standard_rag", "data=2wiki", "data.sample=500")
+    assert paper["rag/2wiki"].overrides == ("aids=none", "llm=vllm", "+method=standard_rag", "data=2wiki", "data.sample=500")
 
 
 def finished_run(directory: Path, overrides: list[str], n: int = 2, records: int = 2) -> None:
@@ -243,3 +247,30 @@ def test_a_cell_the_run_has_no_figure_for_says_why(tmp_path):
     assert (efr.status, efr.reason) == ("no figure", "no question qualifies")
     assert (em.status, em.reason) == ("no figure", "the run reports no em")
     assert results.cell(row, "2wiki", "f1").status == "skipped"  # the group is skipped at smoke scale
+
+
+def test_a_job_that_lacks_a_need_is_refused_before_any_job_starts_and_the_table_says_why(tmp_path, monkeypatch):
+    """The preflight runs before the multirun: a job whose questions file or trained export is missing is skipped
+    with what it lacks and the command that makes it, the others run."""
+    config = table_config()
+    far = ["+method=standard_rag", "data.questions=no/such/questions.json"]
+    config["rows"].append({"id": "far", "name": "Far", "overrides": far})
+    launched = []
+    monkeypatch.setattr(runner, "launch", lambda jobs, *args: launched.extend(j.name for j in jobs) or 0)
+    runner.reproduce(Table.parse(config), "smoke", tmp_path, ["show=0"], resamples=10)
+    assert launched == ["rag/hotpotqa", "closed/hotpotqa"]
+    md = (tmp_path / "table.md").read_text()
+    assert "needs no/such/questions.json, made by `put the file at " in md
+    assert "needs no/such/export, made by `python train.py +model=treehop`" in md
+
+
+def test_check_lists_every_need_and_exits_non_zero_when_one_is_missing_running_nothing(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "reproduce.py", "table=sc_rag_t3", "scale=paper", "check=true", f"out_dir={tmp_path}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, check=False,
+        env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub")},
+    )  # fmt: skip
+    assert done.returncode == 1 and "needs missing (listed above)" in done.stderr
+    assert done.stdout.startswith("Preflight of sc_rag_t3 at scale=paper: ")
+    assert "| model | BAAI/bge-small-en-v1.5 | missing: not in the Hugging Face cache " in done.stdout
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "table.md").exists()

@@ -139,3 +139,19 @@ def test_a_backend_without_candidate_logprobs_is_refused_before_any_question():
         SelfRAG(Served(), TwoPassages()).check_capabilities()
     with pytest.raises(ValueError, match="batching"):
         SelfRAG(ScriptedLLM(), TwoPassages(), batching="node")
+
+
+def test_the_config_asks_the_llm_for_the_official_top_5000_logprobs_before_any_call(compose_cfg):
+    """vLLM returns the top `max_logprobs` per position only (20 by default): the reflection tokens are read among
+    the official 5,000 (run_short_form.py), which the LLM hears of when the method is built."""
+    from hydra.utils import instantiate
+
+    class Recording(ScriptedLLM):
+        needs: list[int] = []
+
+        def require_top_logprobs(self, n: int) -> None:
+            self.needs.append(n)
+
+    llm = Recording()
+    instantiate(compose_cfg("eval", ["+method=self_rag"]).method)(llm=llm, retriever=TwoPassages())
+    assert llm.needs == [5000] and llm.calls == []

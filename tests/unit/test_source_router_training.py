@@ -366,7 +366,8 @@ def test_crag_router_config_labels_from_outcomes_of_the_pruningrag_settings(comp
 
 def test_the_papers_router_recipe_labels_crag_outcomes_with_the_papers_models_and_judge(compose_cfg):
     """§5.1, §5.3, P5: outcome labels on CRAG's router-training portion (split 0 held out) answered by PruningRAG with
-    the paper's settings and judged by GPT-3.5-Turbo, then §5.3's LoRA of Llama-3.1-8B-Instruct on crag_single."""
+    the paper's settings and judged by CRAG's prompt on gpt-6-luna (the paper's GPT-3.5-Turbo is retired), then §5.3's
+    LoRA of Llama-3.1-8B-Instruct on crag_single."""
     cfg = compose_cfg("train", ["+experiment=pruningrag_router_paper"])
     module, dm = cfg.model.module, cfg.model.datamodule
     assert module.base_model == "meta-llama/Llama-3.1-8B-Instruct" and module.options == "crag_single"
@@ -376,7 +377,7 @@ def test_the_papers_router_recipe_labels_crag_outcomes_with_the_papers_models_an
     assert dm.labeller.llm.model == module.base_model and dm.labeller.method.generation.max_new_tokens == 500
     assert dm.labeller.method.sources.web.embedder.model == "BAAI/bge-m3"
     assert dm.labeller.method.sources.api._target_ == "hoprag.sources.APISource" and dm.labeller.method.domain == "llm"
-    assert dm.labeller.judge.llm.model == "gpt-3.5-turbo" and cfg.trainer.accelerator == "gpu"
+    assert dm.labeller.judge.llm.model == "gpt-6-luna" and cfg.trainer.accelerator == "gpu"
     assert dm.batch_size * cfg.trainer.accumulate_grad_batches == 16 and cfg.trainer.max_epochs == 3
     assert cfg.model.publish_dir.endswith("routers/llama8b-crag-lora")
 

@@ -1,9 +1,10 @@
 """Reading PruneRAG's LLM outputs: the decision JSON, the answer's confidence, the final `\\boxed{}` answer.
 
-Decision outputs are parsed tolerantly (spec §2.4): `<think>` blocks are dropped, then the **last** flat
-JSON object that names a "type" is the decision; it must decode and carry the keys of its type, else the
-node is a parse error (the caller counts it and keeps the node's passages). "query" is accepted as a
-synonym of "decomposition" (the paper's eq. 3 word).
+Decision outputs are parsed tolerantly (spec §2.4): `<think>` blocks are dropped (the one a reasoning model's
+reply opens with never arrives: the LLM layer holds it apart, `hoprag.llm.reasoning`; one later in the reply
+is blanked here), then the **last** flat JSON object that names a "type" is the decision; it must decode and
+carry the keys of its type, else the node is a parse error (the caller counts it and keeps the node's
+passages). "query" is accepted as a synonym of "decomposition" (the paper's eq. 3 word).
 
 With an assistant prefill (`prefix`, e.g. `{"type": "`) the backend returns only the continuation, so the
 prefix is re-attached before parsing and the answer span is given back in the continuation's coordinates
@@ -206,7 +207,11 @@ def span_confidence(generation: Generation, span: tuple[int, int] | None, mean: 
 
 
 def first_occurrence_span(text: str, answer: str) -> tuple[int, int] | None:
-    """The code's span: the answer's first occurrence anywhere in the output (`<think>` text included)."""
+    """The code's span: the answer's first occurrence anywhere in the output. The official code searched the
+    raw output, a reasoning model's `<think>` text included; here the output is the content after the
+    reasoning block (`hoprag.llm.reasoning`), so an answer first named while thinking is scored at its
+    occurrence in the reply, whose tokens are the only ones with log-probs (a deviation only for thinking
+    models)."""
     at = text.find(answer)
     return (at, at + len(answer)) if at >= 0 else None
 

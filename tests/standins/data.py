@@ -1,0 +1,82 @@
+"""The paper tables' data files at their official names, made from the bundled samples (the rehearsal's data).
+
+`lay_out(data_root, shared)` writes under `data_root` every file a table reads at scale=paper, at the path it
+reads (the official file names, `hoprag/data/fetch.py`'s layout): each dataset's bundled real sample in its
+official format under the full file's name, the test fixtures where no sample is bundled (MultiHop-RAG, ASQA,
+AmbigDocs), and wiki-18 as FlashRAG ships it (`retrieval-corpus/wiki18_100w.jsonl`, `{"id", "contents":
+"\\"Title\\"\\ntext"}`, DPR's quoted titles) holding the bundled real wiki-18 passages plus every paragraph of
+the three dev samples (so their gold passages can be found): a few thousand passages instead of 21 million."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from hoprag.data import QADataset, pool_corpus
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+WIKI18 = "retrieval-corpus/wiki18_100w.jsonl"
+# official name -> the bundled file (under shared/data) or test fixture that holds real records in that format
+COPIES = {
+    "hotpotqa/hotpot_dev_distractor_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",
+    "hotpotqa/hotpot_dev_fullwiki_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",  # the same JSON schema
+    "2wikimultihopqa/dev.json": "2wikimultihopqa/dev_159.json",
+    "musique/musique_ans_v1.0_dev.jsonl": "musique/musique_ans_dev_200.jsonl",
+    "crag/crag_task_1_and_2_dev_v4.jsonl.bz2": "crag/crag_task1_dev_10.jsonl.bz2",
+    "crag/company_name.dict": "crag/company_name.dict",
+}
+FIXTURE_COPIES = {
+    "multihop_rag/MultiHopRAG.json": "multihop_rag/MultiHopRAG.json",
+    "multihop_rag/corpus.json": "multihop_rag/corpus.json",
+    "asqa/ASQA.json": "asqa/ASQA.json",
+    "ambigdocs/test.json": "ambigdocs/test.json",
+}
+DEV_SAMPLES = {  # format -> the bundled dev sample
+    "hotpotqa": "hotpotqa/hotpot_dev_distractor_185.json",
+    "2wikimultihopqa": "2wikimultihopqa/dev_159.json",
+    "musique": "musique/musique_ans_dev_200.jsonl",
+}
+
+
+def lay_out(data_root: Path, shared: Path) -> list[str]:
+    """Write the rehearsal's data root (files already there are kept); the relative names written."""
+    written = []
+    for name, source in [*((n, shared / s) for n, s in COPIES.items()),
+                         *((n, FIXTURES / s) for n, s in FIXTURE_COPIES.items())]:  # fmt: skip
+        target = data_root / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        written.append(name)
+    corpus = data_root / WIKI18
+    if not corpus.exists():
+        corpus.parent.mkdir(parents=True, exist_ok=True)
+        tmp = corpus.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            for record in _wiki18_records(shared):
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        tmp.rename(corpus)
+    return [*written, WIKI18]
+
+
+def _wiki18_records(shared: Path):
+    """Real wiki-18 passages (the bundled Bamboogle sample's) then the dev samples' paragraphs, in wiki-18's
+    form: a numeric id and a quoted title, as DPR's TSV has it."""
+    seen: set[tuple[str, str]] = set()
+    n = 0
+    with open(shared / "bamboogle" / "wiki18_passages.jsonl", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            title, _, text = record["contents"].partition("\n")
+            seen.add((title.strip('"'), text))
+            n += 1
+            yield {"id": str(n), "contents": f'"{title.strip(chr(34))}"\n{text}'}
+    for fmt, file in DEV_SAMPLES.items():
+        examples = QADataset(name=fmt, questions=str(shared / file), format=fmt).examples
+        for p in pool_corpus(examples):
+            if (p.title, p.text) in seen:
+                continue
+            seen.add((p.title, p.text))
+            n += 1
+            yield {"id": str(n), "contents": f'"{p.title.replace(chr(34), chr(34) * 2)}"\n{p.text}'}
