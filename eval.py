@@ -31,6 +31,7 @@ from hoprag.evaluation.objective import objective
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.evaluation.runner import PREDICTIONS, build, method_name, refuse_mixing, require_method, run
 from hoprag.evaluation.summary import format_summary
+from hoprag.llm import release_engines
 from hoprag.utils import progress, provenance, quiet
 from hoprag.utils.loggers import log_run
 from hoprag.utils.run_dirs import leaves_no_empty_run
@@ -52,6 +53,13 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> float:
+    try:
+        return evaluate(cfg)
+    finally:  # an in-process engine lives as long as its job: the next job of a multirun finds the GPU free
+        release_engines()
+
+
+def evaluate(cfg: DictConfig) -> float:
     require_method(cfg)
     aids = apply_aids(cfg)  # the small-model overlay (conf/aids/), before anything reads the method's settings
     check_config(cfg)

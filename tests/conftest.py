@@ -9,6 +9,7 @@ os.environ.setdefault("HOPRAG_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -36,3 +37,12 @@ def compose_cfg(tmp_path: Path):
 
     yield _compose
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="module")
+def eval_main():
+    """eval.py's `main` without Hydra's decorator: called with a composed config (`compose_cfg("eval", ...)`)."""
+    spec = importlib.util.spec_from_file_location("eval_entry", PROJECT_ROOT / "eval.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return entry.main.__wrapped__

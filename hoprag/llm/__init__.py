@@ -14,7 +14,7 @@ from hoprag.llm.openai_http import LLMConnectionError, LLMError, LLMRequestError
 from hoprag.llm.prompts import ChatPrompt, Context, ContextPrompt, PassageFormat, PromptTooLongError
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.llm.types import Generation, SamplingParams, Usage
-from hoprag.llm.vllm import VLLMLLM
+from hoprag.llm.vllm import VLLMLLM, release_engines
 
 __all__ = [
     "ChatPrompt",
@@ -35,4 +35,5 @@ __all__ = [
     "ScriptedLLM",
     "Usage",
     "cut_at_stop",
+    "release_engines",
 ]

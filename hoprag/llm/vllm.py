@@ -24,7 +24,9 @@ adapter's content hash, which `identity()` also holds (tuned and base answers ar
 
 from __future__ import annotations
 
+import gc
 import json
+import logging
 import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
@@ -37,6 +39,7 @@ from hoprag.llm.reasoning import opens_block
 from hoprag.llm.types import Generation, SamplingParams
 from hoprag.utils.bundled import resolve_model_ref
 
+log = logging.getLogger(__name__)
 _ENGINES: dict[Hashable, Any] = {}
 VLLM_MAX_LOGPROBS = 20  # vLLM's default engine `max_logprobs`
 _LOCK = threading.Lock()
@@ -144,6 +147,8 @@ class VLLMLLM(LLM):
         key = self._engine_key()
         with _LOCK:
             if key not in _ENGINES:
+                log.info("starting a vLLM engine for %s (gpu_memory_utilization %s)", self.model,
+                         self.engine_args["gpu_memory_utilization"])  # fmt: skip
                 _ENGINES[key] = self._vllm.LLM(**self.engine_args)
             return _ENGINES[key]
 
@@ -252,6 +257,34 @@ class VLLMLLM(LLM):
         tuned = f" adapter_sha={self.adapter_sha}" if self.adapter else ""
         template = f" chat_template_kwargs={self.chat_template_kwargs!r}" if self.chat_template_kwargs else ""
         return f"{self!r}{tuned} dtype={self.engine_args['dtype']!r} chat_template={self.chat_template}{template}"
+
+
+def release_engines() -> list[str]:
+    """Shut down every in-process engine of this process and give its GPU memory back, as vLLM's own tests do
+    between models (`del` + `cleanup_dist_env_and_memory`): an engine lives as long as the job that started it,
+    so the next job of a multirun (another model, or Self-RAG's checkpoint) finds the GPU free. The models
+    released, each logged."""
+    with _LOCK:
+        engines = list(_ENGINES.items())
+        _ENGINES.clear()
+    if not engines:
+        return []
+    names = [dict(key).get("model", "?").strip("'") for key, _ in engines]
+    for _, engine in engines:
+        shutdown = getattr(getattr(engine, "llm_engine", None), "shutdown", None)
+        if callable(shutdown):  # the V1 engine's background process
+            shutdown()
+    del engines, engine
+    gc.collect()
+    try:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+    except ImportError:  # a release without it: the collection above is what is left to do
+        pass
+    else:
+        cleanup_dist_env_and_memory()
+    for name in names:
+        log.info("released the vLLM engine of %s and its GPU memory", name)
+    return names
 
 
 def _ended_at_eos(completion: Any) -> int:

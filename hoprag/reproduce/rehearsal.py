@@ -9,7 +9,8 @@ the same way; what changes is their environment (`environment`) and the question
 - the in-process vLLM engine: a stand-in `vllm` package implementing the surface hoprag calls, on the CPU, with a
   simulated GPU (tests/standins/vllm);
 - served models and judges: a local OpenAI-compatible stand-in server (tests/standins/openai_server.py), reached
-  through `OPENAI_BASE_URL` as the OpenAI client convention has it;
+  through `OPENAI_BASE_URL` as the OpenAI client convention has it; CRAG's mock API: a stand-in answering every
+  official endpoint (tests/standins/crag_api.py), through `CRAG_MOCK_API_URL` as CRAG's own clients read it;
 - Stanza (TreeRare's CT parser), whose English models come from the hub: a stand-in `stanza` package with its
   pipeline's surface, bracketing the bundled spaCy model's parse (tests/standins/stanza);
 - data: the bundled samples under the official file names, and wiki-18 as FlashRAG lays it out with a few
@@ -41,8 +42,10 @@ SERVED = ["gpt-4o-mini", "gpt-6-luna"]  # the model names the paper tables ask a
 STAND_INS = (
     "model weights: the paper's hub ids hold the bundled SmolLM2-135M (chat models; Qwen3's thinks first) and "
     "MiniLM (encoders), in a local Hugging Face cache",
-    f"vLLM: a CPU stand-in engine with a simulated 80 GiB GPU, at most {MAX_TOKENS} generated tokens a request",
-    "served models and judges: a local OpenAI-compatible stand-in server running SmolLM2",
+    f"vLLM: a CPU stand-in engine with a simulated 80 GiB GPU; at most {MAX_TOKENS} generated tokens a request "
+    "there and on the stand-in server",
+    "served models and judges: a local OpenAI-compatible stand-in server running SmolLM2; CRAG's mock API: a "
+    "stand-in answering its endpoints from test fixtures (empty where none)",
     "Stanza's constituency parser: brackets derived from the bundled spaCy model's dependency parse; task heads "
     "(the cross-encoder, the SQuAD reader): MiniLM with untrained heads",
     "data: the bundled samples under the official file names; wiki-18: 7,406 real passages in FlashRAG's layout",
@@ -75,9 +78,11 @@ def environment(root: Path, shared_data: Path) -> Iterator[dict[str, str]]:
     hub_cache, data_root = root / "hub", root / "data"
     hub.lay_out(hub_cache)
     data.lay_out(data_root, shared_data)
-    stanza_resources = root / "stanza_resources"
-    stanza_resources.mkdir(parents=True, exist_ok=True)
-    (stanza_resources / "resources.json").write_text("{}\n", encoding="utf-8")  # the stand-in's: no models
+    stanza_resources = root / "stanza_resources"  # laid out as stanza.download lays it, holding no real model
+    (stanza_resources / "en" / "constituency").mkdir(parents=True, exist_ok=True)
+    (stanza_resources / "resources.json").write_text("{}\n", encoding="utf-8")
+    (stanza_resources / "en" / "constituency" / "standin.txt").write_text(
+        "tests/standins/stanza parses with the bundled spaCy model\n", encoding="utf-8")
     env = {
         "PYTHONPATH": os.pathsep.join([str(STANDINS), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "HF_HUB_CACHE": str(hub_cache),
@@ -94,13 +99,15 @@ def environment(root: Path, shared_data: Path) -> Iterator[dict[str, str]]:
 
 @contextlib.contextmanager
 def _served() -> Iterator[dict[str, str]]:
-    """The stand-in OpenAI-compatible server, serving every model name a paper table asks of one (TreeRare's
-    GPT-4o-mini, PruningRAG's judge), one model loaded per name."""
+    """The stand-in servers: an OpenAI-compatible one serving every model name a paper table asks of one
+    (TreeRare's GPT-4o-mini, PruningRAG's judge), and CRAG's mock API, each reached through the variable its
+    clients read (`OPENAI_BASE_URL`, `CRAG_MOCK_API_URL`)."""
+    from tests.standins.crag_api import CragAPIStandIn
     from tests.standins.openai_server import OpenAIStandIn
 
     key = "rehearsal-key"
-    with OpenAIStandIn(SERVED, api_key=key, threads=1) as server:
-        yield {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": key}
+    with OpenAIStandIn(SERVED, api_key=key, threads=1) as server, CragAPIStandIn() as crag:
+        yield {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": key, "CRAG_MOCK_API_URL": crag.url}
 
 
 @contextlib.contextmanager

@@ -6,7 +6,6 @@ rates in columns of their own."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -14,18 +13,10 @@ from pathlib import Path
 import pytest
 
 from hoprag.compare import main as compare_main
-from hoprag.paths import PROJECT_ROOT
 
 PLAIN = re.compile(r"^crag/(.+/)?(acc|hall|miss|score)$")  # a CRAG rate without its judge
 RULE = "metrics.crag_judge={_target_:hoprag.evaluation.judges.NormalizedMatchJudge}"
 
-
-@pytest.fixture(scope="module")
-def eval_main():
-    spec = importlib.util.spec_from_file_location("eval_entry", PROJECT_ROOT / "eval.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
-    return entry.main.__wrapped__
 
 
 def evaluate(eval_main, compose_cfg, run_dir: Path, *overrides: str) -> tuple[float, dict, list[dict]]:

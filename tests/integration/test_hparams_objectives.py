@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from hoprag.paths import PROJECT_ROOT
 
 SCRIPTED = ["llm=scripted", "embedder=hashing", "~logger", "show=0", "progress=false"]
+# replies that complete the small-model overlay's prefills (aids=small_model): `{"type": "` and `\boxed{`
 PRUNERAG_RULES = [
     ["Parent query:", 'answer", "answer": "yes"}', -0.05],  # every decision: answer "yes", confidence ~0.95
     ['Inference Tree[\\s\\S]*"answer": "yes"', "yes}", -0.1],  # the final answer: the tree's accepted one
@@ -33,10 +34,6 @@ def entry_main(script: str):
     spec.loader.exec_module(entry)
     return entry.main.__wrapped__
 
-
-@pytest.fixture(scope="module")
-def eval_main():
-    return entry_main("eval")
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +79,9 @@ def test_treehop_topk_recall_and_its_cap_move(eval_main, compose_cfg, cache, tmp
 
 
 def test_prunerag_f1_and_prompt_tokens_move_with_the_threshold_and_depth(eval_main, compose_cfg, cache, tmp_path):
-    accepting = trial(eval_main, compose_cfg, cache, tmp_path / "0", "prunerag", "limit=3",
+    accepting = trial(eval_main, compose_cfg, cache, tmp_path / "0", "prunerag", "limit=3", "aids=small_model",
                       "method.builder.threshold=0.5", "method.max_depth=2", rules=PRUNERAG_RULES)  # fmt: skip
-    refusing = trial(eval_main, compose_cfg, cache, tmp_path / "1", "prunerag", "limit=3",
+    refusing = trial(eval_main, compose_cfg, cache, tmp_path / "1", "prunerag", "limit=3", "aids=small_model",
                      "method.builder.threshold=0.99", "method.max_depth=3", rules=PRUNERAG_RULES)  # fmt: skip
     assert_each_moves(accepting, refusing, ["f1", "cost/mean/prompt_tokens"])
 

@@ -16,7 +16,7 @@ def test_eval_py_runs_treerare_offline_and_records_trees_costs_and_failures(tmp_
     env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [
         sys.executable, "eval.py", "+experiment=treerare", "data=hotpotqa", "limit=4", "llm=scripted", "~logger",
-        f"hydra.run.dir={run_dir}", f"paths.index_dir={tmp_path / 'indexes'}",
+        "aids=small_model", f"hydra.run.dir={run_dir}",  # the scripted replies continue the QG prefill f"paths.index_dir={tmp_path / 'indexes'}",
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,21 +5,12 @@ the route decides what the framework reads: the same questions routed to the LLM
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from hoprag.paths import PROJECT_ROOT
 
-
-@pytest.fixture(scope="module")
-def eval_main():
-    spec = importlib.util.spec_from_file_location("eval_entry", PROJECT_ROOT / "eval.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
-    return entry.main.__wrapped__
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.standins import serve_until_killed
+
 RESPONSES = Path(__file__).parents[1] / "fixtures" / "crag_api" / "responses.json"
 INT_PARSING = "Input should be a valid integer, unable to parse string as an integer"  # pydantic's message
 
@@ -207,14 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
     parser.add_argument("--responses", type=Path, default=RESPONSES, help="fixture answers (default: the tests')")
     args = parser.parse_args(argv)
-    server = CragAPIStandIn(args.responses, args.port)
-    print(server.url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    serve_until_killed(CragAPIStandIn(args.responses, args.port))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ OpenAI's fields (`n`, `temperature`, `top_p`, `max_tokens` / `max_completion_tok
 `continue_final_message` / `add_generation_prompt`); replies carry `usage` and `finish_reason`. With an API
 key every /v1 request needs `Authorization: Bearer <key>` (else 401, as hosted APIs answer). A request that
 sets what the stand-in cannot honour (penalties, top-k, streaming, tools, ...) is refused with a 400 rather
-than answered as if it had been. How it stands to a real server:
+than answered as if it had been. `HOPRAG_STANDIN_MAX_TOKENS` caps what it generates per request (a CPU's budget
+in a rehearsal; a reply cut there ends "length", as a real budget's would). How it stands to a real server:
 
 - A reply is HFLLM's `_generate` (the backend's raw output, before hoprag's own reasoning split) on the prompt
   as the server renders it: chat messages through the model's chat template, here, with the request's flags.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -44,6 +46,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from hoprag.llm import HFLLM, Generation, SamplingParams
+from tests.standins import serve_until_killed
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +181,8 @@ class Engine:
             raise APIError(400, "`stop` must be a string or a list of strings")
         seed = _int(body, "seed", None, None, None)
         greedy = temperature == 0
+        cap = int(os.environ.get("HOPRAG_STANDIN_MAX_TOKENS", "0") or 0)  # the CPU's budget (a rehearsal's)
+        max_tokens = min(max_tokens, cap) if cap else max_tokens  # a reply cut there ends "length", as any
         params = SamplingParams(max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                 n=1 if greedy else n, stop=tuple(stop), seed=None if greedy else seed)  # fmt: skip
         return params, n if greedy else 1
@@ -432,14 +437,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--api-key", default=None, help="require `Authorization: Bearer <key>`")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args(argv)  # fmt: skip
-    server = OpenAIStandIn(served_models(args.model, args.reasoning), args.api_key, args.port, args.threads)
-    print(server.url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    serve_until_killed(OpenAIStandIn(served_models(args.model, args.reasoning), args.api_key, args.port, args.threads))
 
 
 if __name__ == "__main__":

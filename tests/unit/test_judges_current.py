@@ -4,7 +4,6 @@ names the judge that scored it. The hosted API is never called: the judge's HTTP
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from datetime import date
@@ -107,13 +106,6 @@ def test_judge_info_names_the_model_and_its_provenance():
     assert judge_info(judge) == {"crag_judge": {"name": JUDGE, "model": JUDGE, "provenance": judge.provenance}}
     assert judge_info(NormalizedMatchJudge())["crag_judge"]["name"] == "rule" and judge_info(None) == {}
 
-
-@pytest.fixture(scope="module")
-def eval_main():
-    spec = importlib.util.spec_from_file_location("eval_entry", PROJECT_ROOT / "eval.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
-    return entry.main.__wrapped__
 
 
 def test_metrics_json_names_the_judge_that_scored(eval_main, compose_cfg, paper_judges, tmp_path, monkeypatch):

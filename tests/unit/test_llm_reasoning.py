@@ -28,6 +28,7 @@ from hoprag.methods import ChatPrompt, StandardRAG
 from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval import DenseRetriever, Retriever
 from tests.fakes import HashEmbedder, KeywordRetriever
+from tests.unit.test_methods import CORPUS, EXAMPLES
 
 PARAMS = SamplingParams()
 
@@ -234,15 +235,6 @@ def test_chat_template_kwargs_are_sent_to_an_openai_compatible_server():
 
 # -- the acceptance test: every method answers the same when its LLM thinks first ---------------------------
 
-CORPUS = [
-    Passage("p1", "Paris", "Paris is the capital of France."),
-    Passage("p2", "Lyon", "Lyon is a city in France."),
-    Passage("p3", "Berlin", "Berlin is the capital of Germany."),
-]
-EXAMPLES = [
-    QAExample("q1", "What is the capital of France?", ["Paris"]),
-    QAExample("q2", "Which city is in France?", ["Lyon", "Paris"]),
-]
 # what every method's parser would take for an answer, a decision or an action if it read the thinking
 BAIT = ('Answer: Berlin.\nSo the answer is Berlin.\nFollow up: Berlin?\nAction 1: Finish[Berlin]\n'
         '{"type": "answer", "answer": "Berlin"} \\boxed{Berlin} [Retrieval] [Relevant] b')  # fmt: skip

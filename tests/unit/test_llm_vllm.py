@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -13,40 +12,8 @@ import pytest
 from hoprag.cost import Cost
 from hoprag.llm import vllm as vllm_backend
 from hoprag.llm.vllm import VLLMLLM
-
-
-@dataclass
-class FakeSamplingParams:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 16
-    stop: list[str] | None = None
-    seed: int | None = None
-    logprobs: int | None = None
-
-
-@dataclass
-class Logprob:
-    logprob: float
-    rank: int = 1
-    decoded_token: str | None = None
-
-
-@dataclass
-class CompletionOutput:
-    index: int
-    text: str
-    token_ids: list[int]
-    logprobs: list[dict[int, Logprob]] | None
-    finish_reason: str = "stop"
-    cumulative_logprob: float | None = None
-
-
-@dataclass
-class RequestOutput:
-    prompt_token_ids: list[int]
-    outputs: list[CompletionOutput] = field(default_factory=list)
+from tests.standins.vllm import CompletionOutput, Logprob, RequestOutput, SamplingParams
+from tests.standins.vllm.lora.request import LoRARequest
 
 
 class FakeTokenizer:
@@ -69,7 +36,7 @@ class FakeEngine:
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
-        self.calls: list[tuple[list, FakeSamplingParams]] = []
+        self.calls: list[tuple[list, SamplingParams]] = []
         FakeEngine.instances.append(self)
 
     def get_tokenizer(self) -> FakeTokenizer:
@@ -93,8 +60,8 @@ class FakeEngine:
                 if sampling_params.logprobs is not None:
                     lps = [{t: Logprob(-0.1 * (k + 1), decoded_token=None if t == 2 else chr(t))}
                            for k, t in enumerate(token_ids)]
-                completions.append(CompletionOutput(index=i, text=text, token_ids=token_ids, logprobs=lps))
-            outputs.append(RequestOutput(prompt_token_ids=ids, outputs=list(reversed(completions))))
+                completions.append(CompletionOutput(i, text, token_ids, None, lps, "stop"))
+            outputs.append(RequestOutput("0", None, prompt_token_ids=ids, outputs=list(reversed(completions))))
         return outputs
 
 
@@ -102,7 +69,7 @@ class FakeEngine:
 def fake_vllm(monkeypatch):
     module = types.ModuleType("vllm")
     module.LLM = FakeEngine
-    module.SamplingParams = FakeSamplingParams
+    module.SamplingParams = SamplingParams
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setattr(vllm_backend, "_ENGINES", {})
     FakeEngine.instances.clear()
@@ -133,7 +100,7 @@ def test_sampling_params_mapping(fake_vllm):
     assert (sp.n, sp.temperature, sp.top_p, sp.max_tokens, sp.stop, sp.seed, sp.logprobs) == (
         3, 0.8, 0.9, 7, ["\n"], 5, 0)
     greedy = llm.sampling_params(llm.default)
-    assert greedy.temperature == 0.0 and greedy.stop is None and greedy.n == 1
+    assert greedy.temperature == 0.0 and not greedy.stop and greedy.n == 1
     assert VLLMLLM(model="m", logprobs=False).sampling_params(llm.default).logprobs is None
 
 
@@ -170,7 +137,7 @@ def test_without_a_stop_the_eos_token_is_not_reported(fake_vllm):
 
 def test_length_finish_and_missing_logprobs(fake_vllm, monkeypatch):
     def generate(self, inputs, sampling_params, use_tqdm=True):
-        return [RequestOutput([1, 2], [CompletionOutput(0, "abc", [97, 98, 99], None, finish_reason="length")])]
+        return [RequestOutput("0", None, [1, 2], [CompletionOutput(0, "abc", [97, 98, 99], None, None, "length")])]
 
     monkeypatch.setattr(FakeEngine, "generate", generate)
     [[g]] = VLLMLLM(model="m", logprobs=False).generate(["q"])
@@ -178,18 +145,11 @@ def test_length_finish_and_missing_logprobs(fake_vllm, monkeypatch):
     assert (g.prompt_tokens, g.completion_tokens) == (2, 3)
 
 
-@dataclass
-class FakeLoRARequest:
-    lora_name: str
-    lora_int_id: int
-    lora_path: str
-
-
 @pytest.fixture
 def lora_requests(fake_vllm, monkeypatch) -> list:
     """`vllm.lora.request.LoRARequest` faked; the engine records each call's `lora_request` (None: the base)."""
     request = types.ModuleType("vllm.lora.request")
-    request.LoRARequest = FakeLoRARequest
+    request.LoRARequest = LoRARequest
     monkeypatch.setitem(sys.modules, "vllm.lora", types.ModuleType("vllm.lora"))
     monkeypatch.setitem(sys.modules, "vllm.lora.request", request)
     seen: list = []

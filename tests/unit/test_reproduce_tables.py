@@ -209,7 +209,9 @@ def test_paper_scale_runs_no_small_model_aid_and_the_digests_budgets(compose_cfg
     """Issue 42 item 1: no aid of the small-model overlay at scale=paper, and every LLM call's budget the digest's
     (or a deviation the table's notes name)."""
     budget, deviations = PAPER_BUDGETS[name]
-    notes = " ".join(load(compose_cfg, name, "paper").notes)
+    table = load(compose_cfg, name, "paper")
+    notes = " ".join(table.notes)
+    assert table.scales["paper"].settings.get("thinking")  # each table states its models' thinking (item 2)
     for row, group, composed_cfg in composed(compose_cfg, tmp_path, name, "paper"):
         cfg = copy.deepcopy(composed_cfg)
         assert apply_aids(cfg) == "none", f"{name} {row}/{group}: small-model aids at paper scale"

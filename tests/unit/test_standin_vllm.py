@@ -9,11 +9,12 @@ from __future__ import annotations
 import gc
 import sys
 
+import huggingface_hub.constants
 import pytest
 
 from hoprag.cost import Cost
 from hoprag.llm import vllm as vllm_backend
-from hoprag.llm.vllm import VLLMLLM
+from hoprag.llm.vllm import VLLMLLM, release_engines
 from hoprag.paths import PROJECT_ROOT
 from tests.standins import hub
 
@@ -28,6 +29,7 @@ def standin_hub(tmp_path_factory):
     hub.lay_out(cache, tuple(s for s in hub.STAND_INS if s.hub_id == QWEN3))
     mp = pytest.MonkeyPatch()
     mp.setenv("HF_HUB_CACHE", str(cache))
+    mp.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))  # read once, when the hub library loaded
     mp.setenv("HF_HUB_OFFLINE", "1")
     mp.syspath_prepend(str(PROJECT_ROOT / "tests" / "standins"))
     sys.modules.pop("vllm", None)
@@ -74,3 +76,16 @@ def test_the_engine_starts_with_the_top_logprobs_self_rag_needs(standin_hub):
 def test_a_max_model_len_beyond_the_model_is_refused_as_vllm_does(standin_hub):
     with pytest.raises(ValueError, match="max_model_len"):
         VLLMLLM(model=QWEN3, max_model_len=100_000).engine
+
+
+def test_an_engine_is_released_when_its_job_ends_so_the_next_model_finds_the_gpu_free(standin_hub):
+    """Issue 43 item 1: vLLM refuses a second engine while the first holds 0.9 of the GPU; eval.py releases its
+    engines when its job ends (hoprag.llm.release_engines), as a multirun's next job needs."""
+    release_engines()
+    qwen3().generate(["Hi"], max_new_tokens=1)
+    other = VLLMLLM(model=QWEN3, max_model_len=8192)  # other engine arguments: another engine
+    with pytest.raises(ValueError, match="Free memory on device"):
+        other.generate(["Hi"], max_new_tokens=1)
+    assert release_engines() == [QWEN3]
+    [[g]] = other.generate(["Hi"], max_new_tokens=1)
+    assert g.completion_tokens <= 1 and release_engines() == [QWEN3]
