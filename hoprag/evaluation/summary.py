@@ -45,11 +45,14 @@ def format_summary(output_dir: str | Path, show: int = 0) -> str:
 
 
 def headline(run: Mapping[str, Any]) -> str:
-    """`<method> on <dataset>: <n> questions, <seconds>` (and how many answers an earlier run left)."""
+    """`<method> on <dataset>: <n> questions, <seconds>` (and how many answers an earlier run left, and the
+    small-model overlay when it changed the method's settings: conf/aids/)."""
     kept = run.get("resumed_with") or 0
     resumed = f", {kept} of them answered by an earlier run" if kept else ""
     seconds = f" in {run['seconds']:.1f} s" if "seconds" in run else ""
-    return f"{run['method']} on {run.get('dataset', '?')}: {run['n']} questions{seconds}{resumed}"
+    aided = run.get("aids", "none") != "none"
+    aids = f" (with the {run['aids']} overlay's aids; aids=none: the paper's settings)" if aided else ""
+    return f"{run['method']} on {run.get('dataset', '?')}: {run['n']} questions{seconds}{resumed}{aids}"
 
 
 def metrics_table(metrics: Mapping[str, float]) -> str:

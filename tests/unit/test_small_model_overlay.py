@@ -83,8 +83,10 @@ def test_a_run_records_the_overlay_it_applied(tmp_path):
         run_dir = tmp_path / aids
         command = [sys.executable, "eval.py", "+method=no_retrieval", "llm=scripted", "limit=1", f"aids={aids}",
                    "~logger", "show=0", f"hydra.run.dir={run_dir}"]  # fmt: skip
-        subprocess.run(command, check=True, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(command, check=True, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
         metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
         assert metrics["run"]["aids"] == aids
+        assert ("with the small_model overlay's aids" in done.stdout) == (aids == "small_model")  # said at the end
         config = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text(encoding="utf-8"))
         assert config["method"]["generation"]["max_new_tokens"] == (32 if aids == "small_model" else 4096)
