@@ -67,6 +67,12 @@ def swap(overrides: Sequence[str]) -> tuple[str, ...]:
     return tuple(swapped)
 
 
+def variables(paper: dict[str, str]) -> dict[str, str]:
+    """The paper scale's metric-key variables as the rehearsal's runs name them: a judge served here is named
+    `local-<its model>` (hoprag/evaluation/judges.py), so the stand-in's verdicts never pass for the API's."""
+    return {k: f"local-{v}" if k == "judge" and v not in ("rule", "exact") else v for k, v in paper.items()}
+
+
 @contextlib.contextmanager
 def environment(root: Path, shared_data: Path) -> Iterator[dict[str, str]]:
     """The variables a rehearsed job runs with (its stand-in data, models and servers laid out under `root`),

@@ -176,8 +176,8 @@ class Table:
             for s in GIVEN
         }  # fmt: skip
         paper = scales["paper"]
-        scales["rehearsal"] = Scale(rehearsal.label(paper.label), rehearsal.swap(paper.overrides), paper.variables,
-                                    paper.settings, rehearsal.STAND_INS)  # fmt: skip
+        scales["rehearsal"] = Scale(rehearsal.label(paper.label), rehearsal.swap(paper.overrides),
+                                    rehearsal.variables(paper.variables), paper.settings, rehearsal.STAND_INS)  # fmt: skip
         groups = {
             g: Group(g, str(spec.get("label", g)), _per_scale(spec.get("overrides"), f"groups.{g}.overrides"),
                      _reasons(spec.get("skip"), f"groups.{g}.skip"), tuple(spec.get("mean_of") or ()))

@@ -5,10 +5,13 @@ reads (the official file names, `hoprag/data/fetch.py`'s layout): each dataset's
 official format under the full file's name, the test fixtures where no sample is bundled (MultiHop-RAG, ASQA,
 AmbigDocs), and wiki-18 as FlashRAG ships it (`retrieval-corpus/wiki18_100w.jsonl`, `{"id", "contents":
 "\\"Title\\"\\ntext"}`, DPR's quoted titles) holding the bundled real wiki-18 passages plus every paragraph of
-the three dev samples (so their gold passages can be found): a few thousand passages instead of 21 million."""
+the three dev samples (so their gold passages can be found): a few thousand passages instead of 21 million.
+CRAG's Task 1/2 file holds the 10 bundled questions with `split` set to 0: the paper reads the validation portion
+(split 0) and the bundled sample holds split-1 questions only."""
 
 from __future__ import annotations
 
+import bz2
 import json
 import shutil
 from pathlib import Path
@@ -17,13 +20,13 @@ from hoprag.data import QADataset, pool_corpus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WIKI18 = "retrieval-corpus/wiki18_100w.jsonl"
+CRAG = "crag/crag_task_1_and_2_dev_v4.jsonl.bz2"
 # official name -> the bundled file (under shared/data) or test fixture that holds real records in that format
 COPIES = {
     "hotpotqa/hotpot_dev_distractor_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",
     "hotpotqa/hotpot_dev_fullwiki_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",  # the same JSON schema
     "2wikimultihopqa/dev.json": "2wikimultihopqa/dev_159.json",
     "musique/musique_ans_v1.0_dev.jsonl": "musique/musique_ans_dev_200.jsonl",
-    "crag/crag_task_1_and_2_dev_v4.jsonl.bz2": "crag/crag_task1_dev_10.jsonl.bz2",
     "crag/company_name.dict": "crag/company_name.dict",
 }
 FIXTURE_COPIES = {
@@ -49,6 +52,13 @@ def lay_out(data_root: Path, shared: Path) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
         written.append(name)
+    crag = data_root / CRAG
+    if not crag.exists():
+        with bz2.open(shared / "crag" / "crag_task1_dev_10.jsonl.bz2", "rt", encoding="utf-8") as f:
+            records = [{**json.loads(line), "split": 0} for line in f if line.strip()]
+        with bz2.open(crag, "wt", encoding="utf-8") as out:
+            out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    written.append(CRAG)
     corpus = data_root / WIKI18
     if not corpus.exists():
         corpus.parent.mkdir(parents=True, exist_ok=True)

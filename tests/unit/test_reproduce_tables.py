@@ -256,3 +256,6 @@ def test_the_rehearsal_runs_the_paper_jobs_with_only_the_question_count_swapped(
         assert differ <= {o for o in {*p.overrides, *r.overrides} if o.startswith(("data.sample=", "limit="))}
         assert f"data.sample={rehearsal.QUESTIONS}" in r.overrides or f"limit={rehearsal.QUESTIONS}" in r.overrides
     assert table.scales["rehearsal"].stand_ins and "aids=none" in table.scales["rehearsal"].overrides
+    judge = table.scales["paper"].variables.get("judge")
+    if judge:  # a judge served here is named local-<model>, so its verdicts never pass for the API's
+        assert table.scales["rehearsal"].variables["judge"] == f"local-{judge}"
