@@ -7,13 +7,16 @@ AmbigDocs), and wiki-18 as FlashRAG ships it (`retrieval-corpus/wiki18_100w.json
 "\\"Title\\"\\ntext"}`, DPR's quoted titles) holding the bundled real wiki-18 passages plus every paragraph of
 the three dev samples (so their gold passages can be found): a few thousand passages instead of 21 million.
 CRAG's Task 1/2 file holds the 10 bundled questions with `split` set to 0: the paper reads the validation portion
-(split 0) and the bundled sample holds split-1 questions only."""
+(split 0) and the bundled sample holds split-1 questions only; Task 3's archive (a tar.bz2 of JSONL parts, as
+released) holds the same questions in two parts, 5 pages each instead of 50."""
 
 from __future__ import annotations
 
 import bz2
+import io
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 from hoprag.data import QADataset, pool_corpus
@@ -21,6 +24,7 @@ from hoprag.data import QADataset, pool_corpus
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WIKI18 = "retrieval-corpus/wiki18_100w.jsonl"
 CRAG = "crag/crag_task_1_and_2_dev_v4.jsonl.bz2"
+CRAG_TASK3 = "crag/crag_task_3_dev_v4.tar.bz2"
 # official name -> the bundled file (under shared/data) or test fixture that holds real records in that format
 COPIES = {
     "hotpotqa/hotpot_dev_distractor_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",
@@ -59,6 +63,17 @@ def lay_out(data_root: Path, shared: Path) -> list[str]:
         with bz2.open(crag, "wt", encoding="utf-8") as out:
             out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     written.append(CRAG)
+    task3 = data_root / CRAG_TASK3
+    if not task3.exists():
+        with bz2.open(crag, "rt", encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+        with tarfile.open(task3, "w:bz2") as tar:
+            for part, chunk in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :]), 1):
+                data = "".join(chunk).encode("utf-8")
+                member = tarfile.TarInfo(f"crag_task_3_dev_v4/crag_task_3_dev_v4_{part}.jsonl")
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
+    written.append(CRAG_TASK3)
     corpus = data_root / WIKI18
     if not corpus.exists():
         corpus.parent.mkdir(parents=True, exist_ok=True)
