@@ -152,6 +152,22 @@ def download_hf(filename: str, root: Path) -> None:
     hf_hub_download(repo_id=source.repo, repo_type="dataset", filename=source.path, local_dir=local_dir)
 
 
+def download_command(name: str, root: Path) -> str:
+    """The shell command that puts the data file `name` (relative to `root`) in place, as a person would run it
+    (the preflight lists it beside a missing file)."""
+    source, path = SOURCES.get(name), root / name
+    if source is None:
+        return f"put the file at {path} (no known source)"
+    if source.command:
+        return source.command.format(root=root)
+    if source.kind == "hf":
+        return (f"hf download {source.repo} {source.path} --repo-type dataset "
+                f"--local-dir {root / name.removesuffix(source.path)}")  # fmt: skip
+    if source.kind == "url":
+        return f"mkdir -p {path.parent} && wget -O {path} '{source.url}'"
+    return f"download from {source.url} so that the file is at {path}"
+
+
 def ensure_file(name: str | os.PathLike, root: Path) -> Path:
     """The path of `name` (absolute, or relative to `root`), downloading it first when it is missing
     and a known direct source exists; otherwise `FileNotFoundError` saying where it was looked for."""

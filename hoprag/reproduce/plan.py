@@ -1,6 +1,6 @@
 """The `eval.py` jobs a table needs at a scale, one per row with runs of its own and column group, each in a fixed
 run directory (`<out>/runs/<row>/<group>`), so a rerun finds them: a job is skipped (with the reason, or the
-command that makes the file it needs), finished (nothing to do) or to run.
+preflight refuses it later), finished (nothing to do) or to run.
 
 A job is finished when its run directory holds a metrics.json over every record of its predictions.jsonl,
 written after the run last started (`.hydra/overrides.yaml`, which `eval.py` writes when a run starts) with the
@@ -18,8 +18,7 @@ from pathlib import Path
 import yaml
 
 from hoprag.compare.groups import is_run_control_override
-from hoprag.paths import PROJECT_ROOT
-from hoprag.reproduce.spec import Requirement, Table
+from hoprag.reproduce.spec import Table
 
 RUNS = "runs"
 METRICS = "metrics.json"
@@ -67,25 +66,15 @@ def _settings(overrides: Sequence[str]) -> list[str]:
     return [str(o) for o in overrides if not is_run_control_override(str(o))]
 
 
-def missing(requirements: Sequence[Requirement]) -> str:
-    """Why a row cannot run for want of a file ("" when every file it needs is there)."""
-    for r in requirements:
-        path = Path(r.path)
-        if not (path if path.is_absolute() else PROJECT_ROOT / path).exists():
-            return f"needs {r.path}, made by `{r.command}`"
-    return ""
-
-
-def plan(table: Table, scale: str, out_dir: Path, shared: Sequence[str] = (), check_files: bool = True) -> list[Job]:
+def plan(table: Table, scale: str, out_dir: Path, shared: Sequence[str] = ()) -> list[Job]:
     """Every job of `table` at `scale`, row by row in table order, each group in column order; `shared`
-    overrides (the command line's `job_overrides`) follow the scale's. `check_files=False` does not skip a
-    job for a missing file it needs (to compose every job's config, as the tests do)."""
+    overrides (the command line's `job_overrides`) follow the scale's. A job is skipped here for the reasons
+    the table gives; what it needs to run (files, exports, models, ...) is the preflight's to check."""
     jobs = []
     for row in (r for r in table.rows if r.run == r.id):
         for g in table.run_groups():
             group = table.groups[g]
-            reason = (group.skip[scale] or row.skip[scale] or row.group_skip.get(g, {}).get(scale, "")
-                      or (missing(row.requires[scale]) if check_files else ""))  # fmt: skip
+            reason = group.skip[scale] or row.skip[scale] or row.group_skip.get(g, {}).get(scale, "")
             overrides = (*table.scales[scale].overrides, *shared, *row.overrides[scale], *group.overrides[scale],
                          *row.group_overrides.get(g, {}).get(scale, ()))  # fmt: skip
             jobs.append(Job(row.id, g, overrides, out_dir / RUNS / row.id / g, reason))

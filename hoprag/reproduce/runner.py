@@ -66,7 +66,7 @@ def check(
     asked in the rehearsal's environment of stand-ins."""
     _known(scale)
     with rehearsal.applied(scale):
-        return preflight.check(table, scale, plan(table, scale, out_dir, job_overrides, check_files=False),
+        return preflight.check(table, scale, plan(table, scale, out_dir, job_overrides),
                                _host(scale, host), index_in_run)  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def reproduce(
     refused."""
     _known(scale)
     shared = [*job_overrides, *(["overwrite=true"] if overwrite else [])]
-    jobs = plan(table, scale, out_dir, shared, check_files=False)
+    jobs = plan(table, scale, out_dir, shared)
     due = {j.name for j in jobs if not j.skip and (overwrite or not j.finished())}
     with rehearsal.applied(scale):
         host = _host(scale, host)

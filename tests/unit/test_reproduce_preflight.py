@@ -48,7 +48,7 @@ def one_row_table(tmp_path: Path, *overrides: str, method: str = "standard_rag")
 def preflight(tmp_path: Path, *overrides: str, scale: str = "smoke", method: str = "standard_rag",
               **host: object) -> Preflight:  # fmt: skip
     table = one_row_table(tmp_path, *overrides, method=method)
-    jobs = plan(table, scale, tmp_path / "out", check_files=False)
+    jobs = plan(table, scale, tmp_path / "out")
     return check(table, scale, jobs, Host(**{"env": {}, "hub_cache": str(tmp_path / "hub"), "gpus": [], **host}))
 
 
@@ -249,7 +249,7 @@ def test_every_index_command_builds_the_index_where_its_job_reads_it(compose_cfg
     """build_index.yaml composed with the command: the same corpus, the same index directories."""
     cfg = compose_cfg("reproduce", [f"table={name}", "scale=paper"])
     table = Table.parse(OmegaConf.to_container(cfg.table, resolve=True))
-    jobs = [j for j in plan(table, "paper", tmp_path, check_files=False) if not j.skip]
+    jobs = [j for j in plan(table, "paper", tmp_path) if not j.skip]
     built: dict[str, object] = {}
     cache = f"paths.cache_dir={tmp_path}/cache"  # as compose_cfg composes build_index.yaml
     for job, eval_cfg in compose_jobs(jobs, [cache], with_choices=True):

@@ -34,7 +34,7 @@ def composed(compose_cfg, tmp_path: Path, name: str, scale: str) -> list[tuple[s
     composed once per table and scale (the configs depend on nothing a test changes)."""
     if (name, scale) not in _COMPOSED:
         table = load(compose_cfg, name, scale)
-        jobs = [j for j in plan(table, scale, tmp_path, ["show=0"], check_files=False) if not j.skip]
+        jobs = [j for j in plan(table, scale, tmp_path, ["show=0"]) if not j.skip]
         _COMPOSED[(name, scale)] = [(j.row, j.group, compose_cfg("eval", list(j.overrides))) for j in jobs]
     return _COMPOSED[(name, scale)]
 
@@ -249,7 +249,7 @@ def test_the_rehearsal_runs_the_paper_jobs_with_only_the_question_count_swapped(
     """Issue 42 item 7: the same rows, groups, skips, methods and settings as scale=paper; only the questions."""
     table = load(compose_cfg, name, "paper")
     assert set(SCALES) == {"smoke", "paper", "rehearsal"}
-    paper, rehearsed = plan(table, "paper", tmp_path, check_files=False), plan(table, "rehearsal", tmp_path, check_files=False)
+    paper, rehearsed = plan(table, "paper", tmp_path), plan(table, "rehearsal", tmp_path)
     assert [(j.name, j.skip) for j in paper] == [(j.name, j.skip) for j in rehearsed]
     for p, r in zip(paper, rehearsed):
         differ = set(r.overrides) ^ set(p.overrides)

@@ -8,28 +8,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hoprag.data.fetch import SOURCES
+from hoprag.data.fetch import download_command
 from hoprag.paths import PROJECT_ROOT
 from hoprag.reproduce.preflight.host import Host, located
 from hoprag.reproduce.preflight.need import MISSING, OK, Need
 from hoprag.reproduce.spec import Requirement
 
 DATA_FILES = ("questions", "corpus")
-
-
-def fetch_command(name: str, root: Path) -> str:
-    """The shell command that puts the data file `name` (relative to `root`) in place."""
-    source, path = SOURCES.get(name), root / name
-    if source is None:
-        return f"put the file at {path} (no known source)"
-    if source.command:
-        return source.command.format(root=root)
-    if source.kind == "hf":
-        return (f"hf download {source.repo} {source.path} --repo-type dataset "
-                f"--local-dir {root / name.removesuffix(source.path)}")  # fmt: skip
-    if source.kind == "url":
-        return f"mkdir -p {path.parent} && wget -O {path} '{source.url}'"
-    return f"download from {source.url} so that the file is at {path}"
 
 
 def file_need(what: str, path: Path, command: str) -> Need:
@@ -42,13 +27,13 @@ def data_needs(data: Mapping[str, Any], host: Host) -> Iterator[Need]:
     for key in DATA_FILES:
         name = data.get(key)
         if name is not None:
-            yield file_need(str(name), located(name, root), fetch_command(str(name), root))
+            yield file_need(str(name), located(name, root), download_command(str(name), root))
     extra = data.get("extra_corpus") or ()
     for source in extra.values() if isinstance(extra, Mapping) else extra:
         if isinstance(source, Mapping):
             yield from data_needs(source, host)
         elif source is not None:
-            yield file_need(str(source), located(source, root), fetch_command(str(source), root))
+            yield file_need(str(source), located(source, root), download_command(str(source), root))
 
 
 def required(requirements: Sequence[Requirement]) -> Iterator[Need]:
