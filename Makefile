@@ -125,6 +125,7 @@ bench: $(STAMP)
 	$(OFFLINE) $(PY) scripts/bench/bench_baselines.py
 	$(OFFLINE) $(PY) scripts/bench/bench_mcts.py
 	$(OFFLINE) $(PY) scripts/bench/bench_treehop.py
+	$(OFFLINE) $(PY) scripts/bench/bench_serve_concurrency.py
 	$(OFFLINE) $(PY) scripts/bench/bench_corpus.py
 
 clean:

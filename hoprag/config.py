@@ -62,6 +62,7 @@ NUMBER_RULES: tuple[Rule, ...] = (
     Rule(r"max_nodes", 1, False, "tree nodes per question (the ceiling of a tree-growing method)"),
     Rule(r"max_llm_calls", 2, False, "LLM calls per question (one MCTS simulation makes 2)"),
     Rule(r"n", 1, False, "samples per prompt"),
+    Rule(r"max_concurrency", 1, False, "requests in flight per LLM call"),
 )
 # Keys a pattern matches that count something else: Lightning's ModelCheckpoint takes -1 (keep every
 # checkpoint) and 0 (keep none), and the reciprocal-rank-fusion constant may be 0 (score 1 / rank).

@@ -1,8 +1,12 @@
 """An OpenAI-compatible HTTP backend: vLLM's server, llama.cpp's `llama-server`, Ollama, hosted APIs.
 
-Standard library only (`urllib.request`). Each prompt of a batch is one request (`n` choices), sent in
-parallel by a pool of `max_concurrency` threads (1 for servers that answer one request at a time, such as
-llama.cpp's; vLLM batches many). Each request may take `timeout + max_tokens * timeout_per_token` seconds.
+Standard library only (`urllib.request`). Each prompt of a batch is one request (`n` choices). The requests
+of one `generate` call go out together, at most `max_concurrency` in flight (a pool of threads): a served model
+decodes the requests in flight together (vLLM's continuous batching); 1 suits a server that answers one
+request at a time (llama.cpp's with one slot). Replies come back in prompt order whatever order the server
+answers in; only the generation cache's misses are sent, and a prompt is charged once, with the usage of the
+reply that answered it (never for a retried attempt). Each request may take `timeout + max_tokens *
+timeout_per_token` seconds.
 
 Servers differ, so on first use the backend probes the server with a few one-token requests (cached per
 base URL + model for the process, shown as `capabilities` in the run's metrics.json): does it return
@@ -37,9 +41,10 @@ takes declared `capabilities` instead (hosted APIs). Then:
   sampling field.
 
 Connection errors, timeouts, 429 and 5xx are retried `max_retries` times with exponential back-off and
-jitter (a `Retry-After` header is honoured up to `max_backoff`); other 4xx fail at once with the
-server's message. A server that stays unreachable raises `LLMConnectionError` naming the URL. The errors
-and the reading of response bodies live in `hoprag.llm.openai_http`.
+jitter (a `Retry-After` header is honoured up to `max_backoff`); a 429 or 503 (slow down) also holds back
+every other request of the backend for that delay, so a pool of concurrent requests backs off together; other
+4xx fail at once with the server's message. A server that stays unreachable raises `LLMConnectionError`
+naming the URL. The errors and the reading of response bodies live in `hoprag.llm.openai_http`.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from typing import Any
 from hoprag.llm.base import LLM, Prompt, continues_reply
 from hoprag.llm.openai_http import (
     RETRY_STATUS,
+    THROTTLE_STATUS,
     LLMConnectionError,
     LLMError,
     LLMRequestError,
@@ -117,10 +123,10 @@ class OpenAICompatLLM(LLM):
         # OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens` (so do its other chat
         # models); llama.cpp's server and older vLLM releases read `max_tokens`
         self.max_tokens_field = max_tokens_field
-        if max_concurrency < 1 or max_retries < 0 or timeout <= 0 or timeout_per_token < 0:
-            raise ValueError(
-                "max_concurrency and timeout must be positive, max_retries and timeout_per_token non-negative"
-            )
+        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"max_concurrency={max_concurrency!r} must be an integer >= 1 (requests in flight)")
+        if max_retries < 0 or timeout <= 0 or timeout_per_token < 0:
+            raise ValueError("timeout must be positive, max_retries and timeout_per_token non-negative")
         if max_input_tokens is not None and tokenizer is None:
             raise ValueError(
                 "max_input_tokens needs llm.tokenizer (the served model's tokenizer: hub id, local folder or "
@@ -151,6 +157,7 @@ class OpenAICompatLLM(LLM):
         self.declared = None if probe else _declared(capabilities or {}, chat, model)
         self.retries = 0  # retried requests over the object's life
         self._lock = threading.Lock()
+        self._resume_at = 0.0  # monotonic time before which no request goes out (a 429 or 503 paused them all)
 
     # -- token counting (with the served model's tokenizer, loaded locally) -------------------------------
 
@@ -330,6 +337,8 @@ class OpenAICompatLLM(LLM):
         attempt = 0
         while True:
             retry_after: float | None = None
+            throttled = False
+            self._await_resume()
             try:
                 request = urllib.request.Request(url, data=data, headers=headers, method="POST")
                 with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
@@ -348,6 +357,7 @@ class OpenAICompatLLM(LLM):
                         status=err.code,
                     ) from None
                 retry_after = retry_after_seconds(err)
+                throttled = err.code in THROTTLE_STATUS
                 reason = f"HTTP {err.code}"
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
                 if attempt >= self.max_retries:
@@ -363,8 +373,16 @@ class OpenAICompatLLM(LLM):
             attempt += 1
             with self._lock:
                 self.retries += 1
+                if throttled:
+                    self._resume_at = max(self._resume_at, time.monotonic() + delay)
             log.warning("%s failed (%s); retry %d/%d in %.2f s", url, reason, attempt, self.max_retries, delay)
             time.sleep(delay)
+
+    def _await_resume(self) -> None:
+        """Sleep out the pause a throttled request started: the server asked for fewer requests, so none of the
+        pool's threads sends one until it ends."""
+        while (wait := self._resume_at - time.monotonic()) > 0:
+            time.sleep(wait)
 
     # -- generation ---------------------------------------------------------------------------------
 

@@ -14,6 +14,9 @@ from hoprag.llm.reasoning import server_reasoning, server_reasoning_tokens
 from hoprag.llm.types import Generation, SamplingParams
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# the server asking its clients to slow down (rate limited, overloaded): every request of the backend waits, not
+# only the refused one, so a pool of concurrent requests backs off together instead of each collecting a refusal
+THROTTLE_STATUS = frozenset({429, 503})
 
 
 class LLMError(RuntimeError):

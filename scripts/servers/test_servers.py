@@ -146,7 +146,7 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}/v1"
     server = start_server(args.server_python, gguf, port, out / "server.log")
     served_llm = [f"llm.base_url={url}", "llm.model=smollm2", "llm.name=smollm2-llama.cpp", f"llm.tokenizer={GGUF}",
-                  "llm.max_input_tokens=2048", "llm.generation_cache=null"]  # fmt: skip
+                  "llm.max_input_tokens=2048", "llm.generation_cache=null", "llm.max_concurrency=1"]  # fmt: skip
     reports: dict[str, Any] = {"server": "llama-cpp-python[server] 0.3.36, 1 thread, extra buffers off"}
     try:
         started = time.monotonic()
