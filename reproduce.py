@@ -1,6 +1,7 @@
 """Reproduce one paper's headline table: every row as one multirun of `eval.py`, the table in the paper's layout.
 
     python reproduce.py table=<name> [scale=smoke|paper|rehearsal] [hydra/launcher=joblib hydra.launcher.n_jobs=2]
+    python reproduce.py table=prunerag_t1 scale=paper gpus_per_job=1 hydra/launcher=joblib hydra.launcher.n_jobs=8
     python reproduce.py table=<name> scale=paper --cfg job        # the table and its settings, nothing run
     python reproduce.py table=<name> scale=paper check=true       # what its jobs need and what is missing here
 
@@ -41,8 +42,9 @@ def main(cfg: DictConfig) -> None:
     table = Table.parse(OmegaConf.to_container(cfg.table, resolve=True))  # type: ignore[arg-type]
     gpus = rehearsal.gpus() if cfg.scale == "rehearsal" else None  # the stand-in engine's simulated GPU
     host, index_in_run = Host(timeout=cfg.preflight.timeout, gpus=gpus), list(cfg.preflight.index_in_run)
+    job_overrides = [*cfg.job_overrides, *([f"gpus_per_job={cfg.gpus_per_job}"] if cfg.gpus_per_job else [])]
     if cfg.check:
-        found = check(table, cfg.scale, Path(cfg.out_dir), list(cfg.job_overrides), host, index_in_run)
+        found = check(table, cfg.scale, Path(cfg.out_dir), job_overrides, host, index_in_run)
         print(render(found), end="")
         if found.missing:
             raise SystemExit(f"{len(found.missing)} of {len(found.needs)} needs missing (listed above)")
@@ -51,7 +53,7 @@ def main(cfg: DictConfig) -> None:
         table,
         cfg.scale,
         Path(cfg.out_dir),
-        job_overrides=list(cfg.job_overrides),
+        job_overrides=job_overrides,
         hydra_overrides=forwarded(HydraConfig.get().overrides.hydra),
         overwrite=cfg.overwrite,
         resamples=cfg.resamples,

@@ -63,6 +63,7 @@ NUMBER_RULES: tuple[Rule, ...] = (
     Rule(r"max_llm_calls", 2, False, "LLM calls per question (one MCTS simulation makes 2)"),
     Rule(r"n", 1, False, "samples per prompt"),
     Rule(r"max_concurrency", 1, False, "requests in flight per LLM call"),
+    Rule(r"gpus_per_job", 1, True, "GPUs each job claims; null: every job sees every GPU"),
 )
 # Keys a pattern matches that count something else: Lightning's ModelCheckpoint takes -1 (keep every
 # checkpoint) and 0 (keep none), and the reciprocal-rank-fusion constant may be 0 (score 1 / rank).

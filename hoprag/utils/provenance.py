@@ -8,6 +8,7 @@ outside a git checkout, or without git, it is unknown (None) rather than guessed
 
 from __future__ import annotations
 
+import os
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -34,9 +35,10 @@ def code_version(root: Path = PROJECT_ROOT) -> str | None:
 
 
 def run_stamp() -> dict[str, Any]:
-    """What a run records of its making: `started` (now) and `commit` (when known)."""
-    commit = code_version()
-    return {"started": now(), **({"commit": commit} if commit else {})}
+    """What a run records of its making: `started` (now), `commit` (when known) and the GPUs it was given
+    (`CUDA_VISIBLE_DEVICES`, when set: e.g. by `gpus_per_job`)."""
+    commit, gpus = code_version(), os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {"started": now(), **({"commit": commit} if commit else {}), **({"gpus": gpus} if gpus is not None else {})}
 
 
 def _git(root: Path, *args: str) -> str:

@@ -9,14 +9,14 @@ from hoprag.utils.secrets import is_secret
 # settings fingerprint (eval.py's resume check, the router labeller's outcome cache). LLM_TRANSPORT are an
 # LLM client's connection settings, matched under whichever key the LLM sits.
 RUN_CONTROL_ANYWHERE = (
-    "*.cache_dir", "*.generation_cache", "*.index_dir", "*.force", "*.device", "*.threads", "*.batch_size",
-    "*.use_gpu", "*.delay",
+    "*.cache_dir", "*.generation_cache", "*.index_dir", "*.force", "*.device", "*.devices", "*.threads",
+    "*.batch_size", "*.use_gpu", "*.delay",
 )  # fmt: skip
 LLM_TRANSPORT = ("base_url", "api_key", "timeout", "max_retries", "backoff", "max_backoff", "max_concurrency",
                  "timeout_per_token")  # fmt: skip
 # Overrides that say where a run writes, what it shows or how fast it goes: left out of run names (wandb's,
 # hoprag.compare's), these by their first key and RUN_CONTROL_ANYWHERE at any depth.
-UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite", "progress", "verbose"})
+UNNAMED_ROOTS = frozenset({"paths", "logger", "show", "overwrite", "progress", "verbose", "gpus_per_job"})
 
 
 def is_run_control(key: str) -> bool:
