@@ -19,11 +19,10 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, islice, pairwise
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
-from bm25s.scoring import _build_idf_array, _build_nonoccurrence_array, _select_idf_scorer, _select_tfc_scorer
 
+from hoprag.retrieval.bm25s_cpu import bm25s, scoring
 from hoprag.retrieval.dense import release_freed_memory
 
 TOKENS, LENGTHS = "tokens-{}.npy", "lengths-{}.npy"
@@ -73,11 +72,11 @@ def build_chunked(
         return model
     average = total_length / n_docs
     frequencies = dict(enumerate(df.tolist()))
-    idf_fn, tfc_fn = _select_idf_scorer(model.idf_method), _select_tfc_scorer(model.method)
-    idf = _build_idf_array(doc_frequencies=frequencies, n_docs=n_docs, compute_idf_fn=idf_fn, dtype=model.dtype)
+    idf_fn, tfc_fn = scoring._select_idf_scorer(model.idf_method), scoring._select_tfc_scorer(model.method)
+    idf = scoring._build_idf_array(doc_frequencies=frequencies, n_docs=n_docs, compute_idf_fn=idf_fn, dtype=model.dtype)
     nonoccurrence = None
     if model.method in model.methods_requiring_nonoccurrence:
-        nonoccurrence = _build_nonoccurrence_array(
+        nonoccurrence = scoring._build_nonoccurrence_array(
             doc_frequencies=frequencies, n_docs=n_docs, compute_idf_fn=idf_fn, calculate_tfc_fn=tfc_fn,
             l_d=average, l_avg=average, k1=k1, b=b, delta=model.delta, dtype=model.dtype,
         )  # fmt: skip

@@ -16,6 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,8 +80,55 @@ def release_freed_memory() -> None:
             libc.malloc_trim(0)
 
 
-def _gpu_available() -> bool:
-    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+PLACEMENTS = "auto, cpu, gpu, gpu:<n> or shard"
+_PLACEMENT = re.compile(r"(auto|cpu|shard)|gpu(?::(\d+))?")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a FAISS index searches (`index.use_gpu`): "cpu"; "gpu" (one GPU, number `gpu`); "shard" (its
+    vectors split over every visible GPU, FAISS's IndexShards: an index too big for one GPU's memory)."""
+
+    where: str
+    gpu: int = 0
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.where != "cpu"
+
+    def __str__(self) -> str:
+        return f"gpu:{self.gpu}" if self.where == "gpu" else self.where
+
+
+def placement(use_gpu: bool | str) -> Placement:
+    """`index.use_gpu` decided for this machine: "auto" is GPU 0 when FAISS has GPU support and sees a GPU, else
+    the CPU; true / "gpu" / "gpu:<n>" and "shard" are GPU placements, refused (RuntimeError naming the fix) where
+    FAISS cannot honour them; false / "cpu" is the CPU. Anything else is refused (ValueError)."""
+    value = ("gpu" if use_gpu else "cpu") if isinstance(use_gpu, bool) else str(use_gpu)
+    match = _PLACEMENT.fullmatch(value)
+    if match is None:
+        raise ValueError(f"index.use_gpu={use_gpu!r}: choose {PLACEMENTS}")
+    asked = Placement(match.group(1) or "gpu", int(match.group(2) or 0))
+    if asked.where == "cpu":
+        return asked
+    missing = _missing_gpu(asked.gpu if asked.where == "gpu" else None)
+    if asked.where == "auto":
+        return Placement("cpu") if missing else Placement("gpu")
+    if missing:
+        raise RuntimeError(f"index.use_gpu={value}: {missing}; set index.use_gpu=cpu or auto")
+    return asked
+
+
+def _missing_gpu(gpu: int | None) -> str | None:
+    """Why FAISS cannot place an index on GPU `gpu` (None: on any GPU), or None when it can."""
+    if not hasattr(faiss, "StandardGpuResources"):
+        return "the installed FAISS has no GPU support (faiss-cpu): pip install -e '.[faiss-gpu]'"
+    visible = faiss.get_num_gpus()
+    if visible == 0:
+        return "FAISS sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+    if gpu is not None and gpu >= visible:
+        return f"FAISS sees {visible} GPU(s), numbered 0 to {visible - 1}"
+    return None
 
 
 def _gpu_resources_once() -> Any:
@@ -90,16 +138,28 @@ def _gpu_resources_once() -> Any:
     return _gpu_resources
 
 
-def _gpu_builder(index: faiss.Index, faiss_factory: str, use_gpu: bool | str) -> faiss.Index | None:
-    """A GPU copy of an untrained `index` to train and fill (IVF k-means and assignment are where a GPU
-    pays), or None: not asked, no faiss-gpu/GPU, or a type FAISS has no GPU version of (HNSW).
-    IVF-PQ computes in float16 on the GPU, which FAISS needs for the many sub-quantizers of PQ64."""
-    if not use_gpu or index.is_trained or not _gpu_available():
-        return None
+def to_gpu(index: faiss.Index, where: Placement, faiss_factory: str) -> faiss.Index:
+    """A GPU copy of `index` as `where` says: on one GPU, or sharded over every visible GPU (each holds a
+    slice of the vectors; a search asks them all and merges). IVF-PQ computes in float16 on the GPU, which
+    FAISS needs for the many sub-quantizers of PQ64. RuntimeError for a type FAISS has no GPU version of (HNSW)."""
+    if where.where == "shard":
+        options = faiss.GpuMultipleClonerOptions()
+        options.shard = True
+        options.useFloat16 = "PQ" in faiss_factory
+        return faiss.index_cpu_to_all_gpus(index, options)
     options = faiss.GpuClonerOptions()
     options.useFloat16 = "PQ" in faiss_factory
+    return faiss.index_cpu_to_gpu(_gpu_resources_once(), where.gpu, index, options)
+
+
+def _gpu_builder(index: faiss.Index, faiss_factory: str, where: Placement) -> faiss.Index | None:
+    """A GPU copy of an untrained `index` to train and fill (IVF k-means and assignment are where a GPU
+    pays), or None: a CPU placement, or a type FAISS has no GPU version of (HNSW). One GPU trains: the
+    placement's, or GPU 0 for "shard" (the finished index is sharded when it is placed)."""
+    if not where.on_gpu or index.is_trained:
+        return None
     try:
-        return faiss.index_cpu_to_gpu(_gpu_resources_once(), 0, index, options)
+        return to_gpu(index, Placement("gpu", where.gpu), faiss_factory)
     except RuntimeError as err:
         log.warning("training the %s index on CPU: %s", faiss_factory, err)
         return None
@@ -132,9 +192,17 @@ class DenseIndex:
         self._ids = ids
         self.manifest = manifest
         self.embeddings = embeddings
-        self.on_gpu = False
+        self.placement = Placement("cpu")
         self.index = self._place(index, use_gpu)
         self.set_search_params(ef_search=ef_search, nprobe=nprobe)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.placement.on_gpu
+
+    def cpu_index(self) -> faiss.Index:
+        """The index in host memory: itself, or a CPU copy of a GPU one (shards merged into one index)."""
+        return faiss.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
 
     @property
     def ids(self) -> list[str]:
@@ -249,15 +317,15 @@ class DenseIndex:
         ef_construction: int | None = None,
     ) -> DenseIndex:
         """The index over every vector of a complete `ShardStore`, in corpus order: trained (IVF/PQ) on
-        `train_size` vectors sampled uniformly with `seed`, then filled `chunk_size` vectors at a time, on
-        GPU 0 when `use_gpu` allows and faiss-gpu is present. Deterministic: the same shards give the same
-        index whichever workers encoded them. `build_seconds` is the shards' encoding time plus this merge."""
+        `train_size` vectors sampled uniformly with `seed`, then filled `chunk_size` vectors at a time, on one
+        GPU when `use_gpu` places the index on GPUs (`_gpu_builder`). Deterministic: the same shards give the
+        same index whichever workers encoded them. `build_seconds` is the shards' encoding time plus this merge."""
         started = time.perf_counter()
         n_train = min(store.num_passages, train_size)
         faiss_factory = adapt_factory(factory, n_train)
         index = faiss.index_factory(store.dim, faiss_factory, faiss.METRIC_INNER_PRODUCT)
         set_ef_construction(index, ef_construction, factory)
-        target = _gpu_builder(index, faiss_factory, use_gpu) or index
+        target = _gpu_builder(index, faiss_factory, placement(use_gpu)) or index
         trained_on = 0 if index.is_trained else n_train
         if trained_on:
             target.train(store.sample(n_train, seed))
@@ -302,8 +370,7 @@ class DenseIndex:
         """Write the index, the id map and (last, marking the save complete) the manifest."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        cpu_index = faiss.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
-        faiss.write_index(cpu_index, str(directory / INDEX_FILE))
+        faiss.write_index(self.cpu_index(), str(directory / INDEX_FILE))
         (directory / IDS_FILE).write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
         write_manifest(directory, self.manifest)
 
@@ -363,17 +430,20 @@ class DenseIndex:
         return self.index.search(queries, k)
 
     def _place(self, index: faiss.Index, use_gpu: bool | str) -> faiss.Index:
-        """Move the index to GPU 0 when asked (True) or allowed ("auto") and FAISS can; otherwise keep it."""
-        if not use_gpu:
+        """`index` where `use_gpu` says (`placement`). A type FAISS has no GPU version of (HNSW) stays on the
+        CPU under "auto" and is refused when a GPU placement was asked for."""
+        where = placement(use_gpu)
+        if not where.on_gpu:
             return index
-        if not _gpu_available():
-            if use_gpu != "auto":
-                log.warning("use_gpu=%r, but FAISS has no GPU support or sees no GPU: using the CPU", use_gpu)
-            return index
+        factory = self.manifest.get("faiss_factory") or "prebuilt"
         try:
-            gpu_index = faiss.index_cpu_to_gpu(_gpu_resources_once(), 0, index)
-        except RuntimeError as err:  # e.g. HNSW has no GPU implementation
-            log.warning("keeping the %s index on CPU: %s", self.manifest.get("faiss_factory"), err)
+            moved = to_gpu(index, where, factory)
+        except RuntimeError as err:
+            if use_gpu != "auto":
+                message = f"index.use_gpu={use_gpu}: FAISS cannot put the {factory} index there: {err}"
+                raise RuntimeError(message) from err
+            log.warning("keeping the %s index on CPU: %s", factory, err)
             return index
-        self.on_gpu = True
-        return gpu_index
+        self.placement = where
+        log.info("the %s index searches on %s", factory, where)
+        return moved

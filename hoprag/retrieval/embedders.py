@@ -37,6 +37,60 @@ def _text_label(template: str) -> str:
 
 _MODELS: dict[Hashable, Any] = {}
 _MODELS_LOCK = threading.Lock()
+_DEVICE = re.compile(r"cpu|mps|(?:cuda|npu|xpu)(?::\d+)?")
+DEVICES = "cpu, cuda, cuda:<n> (also mps, npu:<n>, xpu:<n>)"
+
+
+def check_device(device: str) -> str:
+    """`embedder.device` when it is "auto" (the GPU when torch sees one) or a device torch can name;
+    ValueError otherwise, before any weights load."""
+    if device == "auto" or _DEVICE.fullmatch(str(device)):
+        return device
+    raise ValueError(f"embedder.device={device!r} is not a device: give auto, {DEVICES}")
+
+
+def pool_devices(devices: str | Sequence[str] | None) -> list[str] | None:
+    """`embedder.devices` as a list of devices (None for none: the model runs on `embedder.device`): "all" is
+    every CUDA GPU torch sees; every entry must be a device torch can name, and a CUDA one a GPU it sees."""
+    if not devices:
+        return None
+    if devices == "all":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("embedder.devices=all: torch sees no CUDA GPU (leave embedder.devices null to encode on "
+                             "embedder.device)")  # fmt: skip
+        return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    listed = [devices] if isinstance(devices, str) else [str(d) for d in devices]
+    unknown = [d for d in listed if not _DEVICE.fullmatch(d)]
+    if unknown:
+        raise ValueError(f"embedder.devices={listed}: {', '.join(unknown)} is not a device; give all, or a list "
+                         f"of {DEVICES} such as [cuda:0,cuda:1]")  # fmt: skip
+    _check_cuda_visible(listed)
+    return listed
+
+
+def _check_cuda_visible(devices: list[str]) -> None:
+    """Refuse CUDA devices torch does not see (none on this machine, or a number past its GPUs)."""
+    cuda = [d for d in devices if d.startswith("cuda")]
+    if not cuda:
+        return
+    import torch
+
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing = [d for d in cuda if visible <= int(d.partition(":")[2] or 0)]
+    if missing:
+        raise ValueError(f"embedder.devices names {', '.join(missing)}, but torch sees {visible} CUDA GPU(s)")
+
+
+def encoding_devices(device: str, devices: list[str] | None) -> tuple[str, list[str] | None]:
+    """(the device the loaded model sits on, the devices of a multi-process pool or None). Several `devices`
+    encode in a pool, one process each, the model kept on the CPU meanwhile (each worker copies it to its
+    device, in both libraries); one is that device, no pool; none is `device` ("auto": the GPU when torch
+    sees one)."""
+    if devices and len(devices) > 1:
+        return "cpu", devices
+    return resolve_device(devices[0] if devices else device), None
 
 
 def _shared_model(key: Hashable, load: Callable[[], Any]) -> Any:
@@ -214,8 +268,9 @@ class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model (its own pooling and normalisation config apply, e.g. MiniLM's mean).
 
     `model` is a local folder, a hub id or a `pkg://` reference to a model shipped in a package.
-    `devices` (e.g. ["cuda:0", "cuda:1"]) encodes through the library's multi-process pool, one process
-    per device, started on first use and stopped at exit: every GPU of a machine for one index build.
+    `devices` (e.g. ["cuda:0", "cuda:1"], or "all": every GPU torch sees) encodes through the library's
+    multi-process pool, one process per device, started on first use and stopped at exit: every GPU of a
+    machine for one index build (`encoding_devices`). It replaces `device`; the vectors are the same.
     """
 
     def __init__(
@@ -228,12 +283,12 @@ class SentenceTransformerEmbedder(Embedder):
         max_length: int | None = None,
         query_prefix: str = "",
         passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
-        devices: Sequence[str] | None = None,
+        devices: str | Sequence[str] | None = None,
     ) -> None:
         super().__init__(name or model, model, normalize, batch_size, query_prefix, passage_template)
-        self.device = device
+        self.device = check_device(device)
         self.max_length = max_length
-        self.devices = list(devices) if devices else None
+        self.devices = pool_devices(devices)
 
     @property
     def dim(self) -> int:
@@ -252,7 +307,7 @@ class SentenceTransformerEmbedder(Embedder):
         return None
 
     def _load(self) -> Any:
-        path, device = resolve_model_ref(self.model), resolve_device(self.device)
+        path, device = resolve_model_ref(self.model), encoding_devices(self.device, self.devices)[0]
 
         def load() -> Any:
             from sentence_transformers import SentenceTransformer
@@ -269,17 +324,18 @@ class SentenceTransformerEmbedder(Embedder):
         return (model.tokenizer, model.max_seq_length) if model.max_seq_length else None
 
     def _pool(self) -> dict[str, Any] | None:
-        """The process-wide multi-process pool over `devices` (None without them)."""
-        if not self.devices:
+        """The process-wide multi-process pool over `devices` (None without several)."""
+        devices = encoding_devices(self.device, self.devices)[1]
+        if devices is None:
             return None
         model = self._load()
 
         def start() -> dict[str, Any]:
-            pool = model.start_multi_process_pool(self.devices)
+            pool = model.start_multi_process_pool(devices)
             atexit.register(model.stop_multi_process_pool, pool)
             return pool
 
-        return _shared_model(("sentence-transformers pool", self.model, tuple(self.devices), self.max_length), start)
+        return _shared_model(("sentence-transformers pool", self.model, tuple(devices), self.max_length), start)
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         return self._load().encode(
@@ -297,7 +353,9 @@ class FlagEmbedder(Embedder):
 
     FlagModel pools with `pooling_method` (CLS by default, as BGE is trained); a mean-pooled model such
     as MiniLM must say pooling_method="mean". Normalisation is done here, not by FlagEmbedding, so one
-    loaded model serves embedders that differ only in `normalize`.
+    loaded model serves embedders that differ only in `normalize`. `devices` as for
+    `SentenceTransformerEmbedder`: several encode through FlagEmbedding's own multi-process pool (the model
+    is given them all and starts its pool on the first encode), stopped at exit.
     """
 
     def __init__(
@@ -312,9 +370,11 @@ class FlagEmbedder(Embedder):
         use_fp16: bool = False,
         query_prefix: str = "",
         passage_template: str = DEFAULT_PASSAGE_TEMPLATE,
+        devices: str | Sequence[str] | None = None,
     ) -> None:
         super().__init__(name or model, model, normalize, batch_size, query_prefix, passage_template)
-        self.device = device
+        self.device = check_device(device)
+        self.devices = pool_devices(devices)
         self.max_length = max_length
         self.pooling_method = pooling_method
         self.use_fp16 = use_fp16
@@ -335,7 +395,8 @@ class FlagEmbedder(Embedder):
         return self.pooling_method
 
     def _load(self) -> Any:
-        path, device = resolve_model_ref(self.model), resolve_device(self.device)
+        path, (device, pool) = resolve_model_ref(self.model), encoding_devices(self.device, self.devices)
+        devices = pool or [device]
 
         def load() -> Any:
             try:
@@ -348,15 +409,18 @@ class FlagEmbedder(Embedder):
                     "install the transformers range that pyproject.toml pins"
                 ) from err
 
-            return (BGEM3FlagModel if self.is_m3 else FlagModel)(
+            model = (BGEM3FlagModel if self.is_m3 else FlagModel)(
                 path,
                 normalize_embeddings=False,
                 use_fp16=self.use_fp16,
                 pooling_method=self.pooling_method,
-                devices=[device],
+                devices=devices,
             )
+            if pool:
+                atexit.register(model.stop_self_pool)
+            return model
 
-        key = ("flagembedding", path, device, self.is_m3, self.pooling_method, self.use_fp16)
+        key = ("flagembedding", path, tuple(devices), self.is_m3, self.pooling_method, self.use_fp16)
         return _shared_model(key, load)
 
     def _token_limit(self) -> tuple[Any, int] | None:

@@ -38,7 +38,7 @@ import numpy as np
 
 from hoprag.data.corpus import iter_corpus
 from hoprag.data.types import Passage
-from hoprag.retrieval.dense import DenseIndex
+from hoprag.retrieval.dense import DenseIndex, placement
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir
@@ -318,6 +318,8 @@ def build_dense(
     if worker is not None and merge:
         raise ValueError("shard=i/n encodes one worker's shards and merge=true merges them all: pick one")
     settings = {**DEFAULT_INDEX, **(index or {})}
+    if worker is None:
+        placement(settings["use_gpu"])  # refused now, not after hours of encoding
     factory = settings["factory"]
     num_passages, fingerprint = corpus.describe()
     if num_passages == 0:

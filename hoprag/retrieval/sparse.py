@@ -16,10 +16,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
 import Stemmer
 
+from hoprag.retrieval.bm25s_cpu import bm25s
 from hoprag.data.types import Passage
 from hoprag.retrieval.bm25_build import build_chunked
 from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of

@@ -13,15 +13,18 @@ from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval.embedders import Embedder
 from hoprag.treehop.model import TreeHop
 from hoprag.utils.contract import refuse_mismatch
+from hoprag.utils.device import resolve_device
 
 EXPORT_FILE = "treehop.pt"
 EMBEDDER_CONFIGS = PROJECT_ROOT / "conf" / "embedder"
 
 
-def load_treehop(path: str | Path, embedder: Embedder | None = None) -> tuple[TreeHop, dict[str, Any]]:
-    """A trained TreeHop (eval mode) and its metadata from an export folder, its `treehop.pt`, or a Lightning
-    checkpoint written by `TreeHopModule`; with `embedder`, refused unless it makes the vectors TreeHop was
-    trained on (`check_embedder`)."""
+def load_treehop(
+    path: str | Path, embedder: Embedder | None = None, device: str = "cpu"
+) -> tuple[TreeHop, dict[str, Any]]:
+    """A trained TreeHop (eval mode, on `device`; "auto": the GPU when torch sees one) and its metadata from an
+    export folder, its `treehop.pt`, or a Lightning checkpoint written by `TreeHopModule`; with `embedder`,
+    refused unless it makes the vectors TreeHop was trained on (`check_embedder`)."""
     path = Path(path)
     if path.is_dir():
         path = path / EXPORT_FILE
@@ -39,7 +42,7 @@ def load_treehop(path: str | Path, embedder: Embedder | None = None) -> tuple[Tr
         check_embedder(path, meta.get("embedder") or {}, embedder)
     model = TreeHop(**meta["config"])
     model.load_state_dict(state)
-    return model.eval(), meta
+    return model.to(resolve_device(device)).eval(), meta
 
 
 def check_embedder(ckpt: Path, recorded: Mapping[str, Any], embedder: Embedder) -> None:

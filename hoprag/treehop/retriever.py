@@ -32,7 +32,7 @@ def passage_vectors(index: DenseIndex) -> np.ndarray:
     if index.embeddings is not None:
         return np.asarray(index.embeddings, dtype=np.float32)
     try:
-        return index.index.reconstruct_n(0, index.ntotal)
+        return index.cpu_index().reconstruct_n(0, index.ntotal)
     except RuntimeError as err:
         raise ValueError(
             f"cannot read the passage vectors back from a {index.manifest.get('faiss_factory')} index: "
@@ -41,11 +41,16 @@ def passage_vectors(index: DenseIndex) -> np.ndarray:
 
 
 def model_step(model: torch.nn.Module) -> Step:
-    """A torch update (TreeHop, or anything mapping (q, c) → next query) as tree search's numpy step."""
+    """A torch update (TreeHop, or anything mapping (q, c) → next query) as tree search's numpy step, run on
+    the device the model's weights are on (the vectors go there and come back)."""
+    device = next(model.parameters(), torch.empty(0)).device
+
+    def tensor(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
 
     @torch.no_grad()
     def step(q: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return model(torch.from_numpy(np.ascontiguousarray(q)), torch.from_numpy(np.ascontiguousarray(c))).numpy()
+        return model(tensor(q), tensor(c)).cpu().numpy()
 
     return step
 
@@ -56,7 +61,8 @@ def q_minus_c(q: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 class TreeHopRetriever(Retriever):
     """`dense` is a DenseRetriever over the same corpus (or a factory called with `corpus=`); `ckpt` a
-    TreeHop export folder, `treehop.pt` or Lightning checkpoint trained with the dense retriever's embedder."""
+    TreeHop export folder, `treehop.pt` or Lightning checkpoint trained with the dense retriever's embedder,
+    run on `device` (None: the embedder's `device`, else "auto": the GPU when torch sees one)."""
 
     def __init__(
         self,
@@ -67,6 +73,7 @@ class TreeHopRetriever(Retriever):
         redundancy_pruning: bool = True,
         layerwise_topk: bool = True,
         official_rank_quirk: bool = False,
+        device: str | None = None,
     ) -> None:
         super().__init__(corpus)
         self.dense = dense if isinstance(dense, DenseRetriever) else dense(corpus=self.corpus)
@@ -76,7 +83,7 @@ class TreeHopRetriever(Retriever):
         self.vectors = passage_vectors(self.dense.index)
         self.model: TreeHop | None = None
         if ckpt:
-            self.model, _ = load_treehop(ckpt, self.embedder)
+            self.model, _ = load_treehop(ckpt, self.embedder, device or getattr(self.embedder, "device", "auto"))
         else:
             log.warning("TreeHopRetriever without a checkpoint: using the training-free q - c update")
         self.step: Step = model_step(self.model) if self.model is not None else q_minus_c
