@@ -1,12 +1,13 @@
 """What identifies a corpus without reading it again: the passage digest (a content hash of every passage, computed
-once while the corpus is streamed) and a file's quick identity (size, mtime and a digest of sampled blocks), which
-tells a rerun that the file is the one a stored digest was computed from.
+once while the corpus is streamed) and a file's quick identity (size, mtime, ctime, inode and a digest of sampled
+blocks), which tells a rerun that the file is the one a stored digest was computed from.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import struct
 from collections.abc import Iterable
@@ -19,6 +20,8 @@ import pyarrow.compute as pc
 
 from hoprag.data.types import Passage
 from hoprag.utils.contract import sha256
+
+log = logging.getLogger(__name__)
 
 SAMPLED_BLOCKS = 64
 BLOCK_BYTES = 1 << 16
@@ -61,10 +64,12 @@ class PassageDigest:
 
 
 def file_identity(path: str | os.PathLike) -> dict[str, Any]:
-    """Size, mtime and a sha256 over the size and `SAMPLED_BLOCKS` blocks spread evenly over the file (the first
-    and last included): reads 4 MiB whatever the file's size, so a rerun recognises a 14 GB corpus in
-    milliseconds. A file rewritten in place with the same size and mtime and changed only between the sampled
-    blocks would pass; anything else (an append, a truncation, a rewrite, a touch) does not."""
+    """Size, mtime, ctime, inode and a sha256 over the size and `SAMPLED_BLOCKS` blocks spread evenly over the
+    file (the first and last included): reads 4 MiB whatever the file's size, so a rerun recognises a 14 GB corpus
+    in milliseconds. The ctime and inode are what an edit cannot put back: writing the file (or `os.utime`
+    restoring its mtime afterwards) sets its ctime to now, and a replacement is another inode, so an edit between
+    the sampled blocks is noticed too. They also change when the content does not (a copy, a move, a chmod): a
+    caller that must not redo work for those checks the content (`cached_sha256`) when size and samples agree."""
     stat = Path(path).stat()
     size = stat.st_size
     digest = hashlib.sha256(size.to_bytes(8, "little"))
@@ -73,7 +78,8 @@ def file_identity(path: str | os.PathLike) -> dict[str, Any]:
         for offset in sorted({last * i // (SAMPLED_BLOCKS - 1) for i in range(SAMPLED_BLOCKS)}):
             f.seek(offset)
             digest.update(f.read(BLOCK_BYTES))
-    return {"size": size, "mtime_ns": stat.st_mtime_ns, "sample_sha256": digest.hexdigest()}
+    return {"size": size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns, "inode": stat.st_ino,
+            "sample_sha256": digest.hexdigest()}  # fmt: skip
 
 
 def cached_sha256(path: str | os.PathLike, cache_dir: str | os.PathLike) -> str:
@@ -86,6 +92,7 @@ def cached_sha256(path: str | os.PathLike, cache_dir: str | os.PathLike) -> str:
         record = json.loads(record_path.read_text(encoding="utf-8"))
         if record.get("identity") == identity:
             return record["sha256"]
+    log.info("sha256 of %s: reading it whole, once for this version of the file", path)
     record = {"path": str(path), "identity": identity, "sha256": sha256(path)}
     record_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = record_path.with_name(f"{record_path.name}.{os.getpid()}.tmp")

@@ -2,16 +2,23 @@
 by the file's quick identity, so a rerun or a worker never reads 21M lines to fingerprint the corpus.
 
 A store lives in `<index_dir>/corpus/<fingerprint[:16]>/`, beside the indexes built over it. While it is built it
-is `<index_dir>/corpus/building-<digest of the file's identity>/`: each part of `part_rows` passages becomes
-visible by an atomic rename once complete, with its stamp (rows, byte offset and line reached in the source,
-seconds) written last, so a killed build resumes after the last stamped part (seeking to its byte offset in an
-uncompressed JSONL file; a compressed file or a JSON list is read past that many records). The full passage digest
-(the corpus fingerprint) is computed during the one pass, re-read from the finished parts on a resume; the
+is `<index_dir>/corpus/building-<digest of its plan>/` (the plan: the file's path and sha256, the title setting
+and the part sizes): each part of `part_rows` passages becomes visible by an atomic rename once complete, with its
+stamp (rows, byte offset and line reached in the source, seconds) written last. A build that fails (a bad record,
+Ctrl-C, a full disk) removes its folder; a process killed outright (SIGKILL, SIGTERM, the OOM killer, a lost
+machine) leaves it, and the next build of the same content resumes after the last stamped part (seeking to its byte
+offset in an uncompressed JSONL file; a compressed file or a JSON list is read past that many records), while a
+leftover for the file as it was before (another plan) is removed, with a log line either way. The full passage
+digest (the corpus fingerprint) is computed during the one pass, re-read from the finished parts on a resume; the
 id and title key indexes are sorted at the end, where repeated passage ids are refused as `read_corpus` refuses
-them. `<index_dir>/corpus/sources/<digest of the path>.json` then maps the file's size, mtime and sampled-block
-digest (`hoprag.data.corpus_identity.file_identity`) to the store: any change to the file builds a new one.
-Processes that open the same file together (a sweep's jobs) take a lock beside that record: one builds, the
-others wait and open its store.
+them. `<index_dir>/corpus/sources/<digest of the path>.json` then records, for the file, its quick identity
+(`hoprag.data.corpus_identity.file_identity`: size, mtime, ctime, inode, sampled blocks), its sha256 (kept in
+`<index_dir>/file-sha256/`, which a run's resume check reads too) and the store. A rerun opens the store when the
+quick identity is the recorded one. When it is not but size and sampled blocks agree (the file copied, moved,
+touched or chmod-ed, or edited between the samples), the file is read whole once for its sha256: a store recorded
+with that sha256, for this path or any other, is opened and this path's record takes the new identity; anything
+else builds a new store. Processes that open the same file together (a sweep's jobs) take a lock beside its
+record: one builds (or reads the sha256), the others wait and open its store.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from hoprag.data.corpus import corpus_passage
-from hoprag.data.corpus_identity import PassageDigest, file_identity, key_hashes
+from hoprag.data.corpus_identity import PassageDigest, cached_sha256, file_identity, key_hashes
 from hoprag.data.corpus_store import (
     COLUMNS,
     FENCE,
@@ -57,6 +64,7 @@ SOURCES = "sources"
 PLAN = "plan.json"
 PART_ROWS = 1_000_000  # passages per part: the unit of resume
 BATCH_ROWS = 8192  # passages per Arrow record batch
+SAME_CONTENT = ("size", "sample_sha256", "unquote_titles")  # identity keys a copy, move or touch keeps
 
 
 def store_root(index_dir: str | os.PathLike) -> Path:
@@ -72,13 +80,13 @@ def open_corpus_store(
     batch_rows: int = BATCH_ROWS,
     progress: bool | None = None,
 ) -> CorpusStore:
-    """The store of the corpus file `path` (read as `read_corpus` reads it): opened when the file's identity is
-    the one recorded for it, else built (or its killed build resumed) under `<index_dir>/corpus`."""
+    """The store of the corpus file `path` (read as `read_corpus` reads it): opened when the file is recognised
+    (module docstring), else built (or its killed build resumed) under `<index_dir>/corpus`."""
     path = Path(path).resolve()
     root = store_root(index_dir)
     identity = {**file_identity(path), "unquote_titles": unquote_titles}
     record_path = _record_path(root, path)
-    found = stored_corpus(path, index_dir, identity)
+    found = _recognised(root, path, identity)
     if found is not None:
         return found
     record_path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,49 +97,120 @@ def open_corpus_store(
             return found
         if record_path.is_file():
             log.info("%s changed since its corpus store was built: building a new one", path)
-        store = build_corpus_store(path, root, identity, part_rows=part_rows, batch_rows=batch_rows, progress=progress)
-        record = {"path": str(path), "identity": identity, "store": store.directory.name,
-                  "corpus_fingerprint": store.fingerprint}  # fmt: skip
-        _write_atomic(record_path, json.dumps(record, indent=1))
+        digest = cached_sha256(path, index_dir)
+        store = build_corpus_store(path, root, identity, digest, part_rows=part_rows, batch_rows=batch_rows,
+                                   progress=progress)  # fmt: skip
+        _write_record(root, path, identity, digest, store)
     return store
 
 
 def stored_corpus(
     path: str | os.PathLike, index_dir: str | os.PathLike, identity: dict[str, Any] | None = None
 ) -> CorpusStore | None:
-    """The store built from `path` as it is now (same size, mtime and sampled blocks), or None: no build."""
+    """The store built from `path` as it is now, or None: no build. Recognised by the quick identity, else, when
+    size and sampled blocks agree with a record's, by the file's sha256 (module docstring)."""
     path = Path(path).resolve()
     root = store_root(index_dir)
-    record_path = _record_path(root, path)
-    if not record_path.is_file():
-        return None
-    record = json.loads(record_path.read_text(encoding="utf-8"))
-    identity = identity or {**file_identity(path), "unquote_titles": record["identity"].get("unquote_titles")}
-    if record["identity"] != identity or not (root / record["store"] / MANIFEST).is_file():
+    if identity is None:
+        own = _read_record(_record_path(root, path))  # the title setting it was built with; else the default
+        identity = {**file_identity(path), "unquote_titles": own["identity"]["unquote_titles"] if own else True}
+    return _recognised(root, path, identity) or _same_content(root, path, identity, index_dir)
+
+
+def _recognised(root: Path, path: Path, identity: dict[str, Any]) -> CorpusStore | None:
+    """The store recorded for `path` when its quick identity is unchanged: a stat and 4 MiB read."""
+    record = _read_record(_record_path(root, path))
+    if record is None or record["identity"] != identity or not _has_store(root, record):
         return None
     return CorpusStore(root / record["store"])
+
+
+def _same_content(
+    root: Path, path: Path, identity: dict[str, Any], index_dir: str | os.PathLike
+) -> CorpusStore | None:
+    """A store recorded, for any path, from a file with `path`'s sha256, read only when some record has its size
+    and sampled blocks; this path's record then takes the new identity (the next open is quick again)."""
+    records = [_read_record(p) for p in sorted((root / SOURCES).glob("*.json"))]
+    candidates = [r for r in records if r is not None and r.get("sha256") and _has_store(root, r)
+                  and all(r["identity"].get(key) == identity[key] for key in SAME_CONTENT)]  # fmt: skip
+    if not candidates:
+        return None
+    digest = cached_sha256(path, index_dir)
+    match = next((r for r in candidates if r["sha256"] == digest), None)
+    if match is None:
+        return None
+    store = CorpusStore(root / match["store"])
+    log.info("%s: another inode, ctime or mtime (copied, moved or touched) but the sha256 recorded for %s: opening "
+             "its corpus store", path, match["path"])  # fmt: skip
+    _write_record(root, path, identity, digest, store)
+    return store
 
 
 def _record_path(root: Path, path: Path) -> Path:
     return root / SOURCES / f"{_digest(str(path))}.json"
 
 
+def _read_record(record_path: Path) -> dict[str, Any] | None:
+    return json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else None
+
+
+def _has_store(root: Path, record: dict[str, Any]) -> bool:
+    return (root / record["store"] / MANIFEST).is_file()
+
+
+def _write_record(root: Path, path: Path, identity: dict[str, Any], digest: str, store: CorpusStore) -> None:
+    record = {"path": str(path), "identity": identity, "sha256": digest, "store": store.directory.name,
+              "corpus_fingerprint": store.fingerprint}  # fmt: skip
+    _write_atomic(_record_path(root, path), json.dumps(record, indent=1))
+
+
 def build_corpus_store(
     path: Path,
     root: Path,
     identity: dict[str, Any],
+    sha256: str,
     *,
     part_rows: int = PART_ROWS,
     batch_rows: int = BATCH_ROWS,
     progress: bool | None = None,
 ) -> CorpusStore:
-    """Stream `path` into a store under `root` (module docstring), resuming a killed build of the same file."""
-    work = root / f"building-{_digest(json.dumps(identity, sort_keys=True))}"
-    plan = {"source": str(path), **identity, "part_rows": part_rows, "batch_rows": batch_rows}
-    if (work / PLAN).is_file() and json.loads((work / PLAN).read_text(encoding="utf-8")) != plan:
-        shutil.rmtree(work)  # another part size: its parts do not line up
+    """Stream `path` (whose content hashes to `sha256`) into a store under `root` (module docstring). Called under
+    the lock on `path`, so any other build folder of `path` is a dead process's; a failure removes the folder."""
+    plan = {"source": str(path), "sha256": sha256, "unquote_titles": identity["unquote_titles"],
+            "part_rows": part_rows, "batch_rows": batch_rows}  # fmt: skip
+    work = _work_dir(root, plan)
+    try:
+        return _build(path, root, work, identity, plan, progress)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _work_dir(root: Path, plan: dict[str, Any]) -> Path:
+    """The build folder of `plan`, a killed build's resumed as it is; another folder building the same file (as
+    it was before, or with other settings) is a dead build's and is removed."""
+    work = root / f"building-{_digest(json.dumps(plan, sort_keys=True))}"
+    for leftover in root.glob("building-*"):
+        if leftover != work and _read_plan(leftover).get("source") == plan["source"]:
+            log.info("removing %s: a killed build of the corpus store of %s as it was before or with other settings",
+                     leftover, plan["source"])  # fmt: skip
+            shutil.rmtree(leftover)
+    if work.is_dir():
+        log.info("reusing %s: a killed build of the corpus store of %s", work, plan["source"])
     work.mkdir(parents=True, exist_ok=True)
     _write_atomic(work / PLAN, json.dumps(plan, indent=1))
+    return work
+
+
+def _read_plan(work: Path) -> dict[str, Any]:
+    return json.loads((work / PLAN).read_text(encoding="utf-8")) if (work / PLAN).is_file() else {}
+
+
+def _build(
+    path: Path, root: Path, work: Path, identity: dict[str, Any], plan: dict[str, Any], progress: bool | None
+) -> CorpusStore:
+    """The build in `work`: the parts after those already stamped, the key indexes, then the rename to the store."""
+    part_rows, batch_rows = plan["part_rows"], plan["batch_rows"]
     stamps = _finished_parts(work)
     digest, position = PassageDigest(), Position()
     if stamps:
@@ -163,7 +242,7 @@ def build_corpus_store(
     manifest = {
         "kind": KIND, "corpus_fingerprint": fingerprint, "num_passages": writer.rows, "part_rows": part_rows,
         "batch_rows": batch_rows, "parts": writer.part, "unquote_titles": identity["unquote_titles"],
-        "source": {"path": str(path), **identity}, "build_seconds": round(seconds, 3),
+        "source": {"path": str(path), **identity, "sha256": plan["sha256"]}, "build_seconds": round(seconds, 3),
         "resumed_parts": len(stamps), "fence_stride": FENCE,
     }  # fmt: skip
     _write_atomic(work / MANIFEST, json.dumps(manifest, indent=1))
@@ -291,7 +370,6 @@ def _refuse_repeated_ids(
     for i in np.flatnonzero(hashes[1:] == hashes[:-1]).tolist():
         repeated = id_at(int(order[i]))
         if repeated == id_at(int(order[i + 1])):
-            shutil.rmtree(directory)
             located = parse_located(iter_records(source), lambda record: corpus_passage(record, unquote))
             first, second = islice((where for where, p in located if p.id == repeated), 2)
             raise DataFormatError(f"{second}: passage id {repeated!r} was already given at {first}")

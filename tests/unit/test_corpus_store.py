@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from hoprag.data import DataFormatError, Passage, QADataset, read_corpus, write_corpus
+from hoprag.data import corpus_identity as ci
 from hoprag.data import store_build as sb
-from hoprag.data.corpus_identity import cached_sha256
+from hoprag.data.corpus_identity import cached_sha256, file_identity
 from hoprag.data.corpus_store import CorpusStore, MemoryCorpus
 from hoprag.data.store_source import Chunk
 from hoprag.paths import data_root
@@ -67,6 +72,35 @@ class Parsed:
         monkeypatch.setattr(sb, "read_chunks", counted)
 
 
+KILLED = """
+import os, sys
+from hoprag.data import store_build as sb
+read, passed = sb.read_chunks, [0]
+
+def dying(path, position, unquote):
+    for chunk in read(path, position, unquote):
+        for row in range(len(chunk)):
+            if passed[0] == int(sys.argv[3]):
+                os._exit(9)
+            passed[0] += 1
+            yield sb.Chunk([column.slice(row, 1) for column in chunk.columns], chunk.ends[row : row + 1])
+
+sb.read_chunks = dying
+sb.open_corpus_store(sys.argv[1], sys.argv[2], part_rows=12, batch_rows=5)
+"""
+
+
+def killed_build(path, index_dir, after: int) -> None:
+    """`build` in a process of its own that dies outright (no exception, no clean-up, as under SIGKILL) after
+    reading `after` passages."""
+    run = subprocess.run([sys.executable, "-c", KILLED, str(path), str(index_dir), str(after)], capture_output=True)
+    assert run.returncode == 9, run.stderr.decode()
+
+
+def building(index_dir) -> list:
+    return list((index_dir / "corpus").glob("building-*"))
+
+
 def test_the_store_reads_the_corpus_as_read_corpus_does_without_holding_it(tmp_path):
     path = data_root() / "bamboogle" / "wiki18_passages.jsonl"  # quoted wiki-18 titles, numeric ids
     listed = read_corpus(path)
@@ -95,29 +129,97 @@ def test_a_rerun_opens_the_store_by_the_files_identity_and_a_changed_file_gets_i
     assert parsed.count == 50
     again = build(path, tmp_path / "idx")
     assert parsed.count == 50 and again.directory == first.directory  # nothing read again
-    os.utime(path, ns=(0, 0))  # touched: the identity changed, the content did not
-    assert build(path, tmp_path / "idx").directory == first.directory and parsed.count == 100
+    os.utime(path, ns=(0, 0))  # touched: the identity changed, the content did not (its sha256 says so)
+    assert build(path, tmp_path / "idx").directory == first.directory and parsed.count == 50
     write_corpus(passages(51), path)
     changed = build(path, tmp_path / "idx")
     assert len(changed) == 51 and changed.fingerprint != first.fingerprint and changed.directory != first.directory
 
 
 @pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.jsonl.gz"])
-def test_a_killed_build_resumes_after_its_last_part_and_ends_identical(tmp_path, monkeypatch, name):
+def test_a_killed_build_resumes_after_its_last_part_and_ends_identical(tmp_path, monkeypatch, caplog, name):
     reference = build(write_corpus(passages(), tmp_path / "ref.jsonl"), tmp_path / "ref")
     path = tmp_path / name
     lines = "".join(json.dumps({"id": p.id, "contents": p.contents}) + "\n" for p in passages())
     path.write_bytes(gzip.compress(lines.encode()) if name.endswith(".gz") else lines.encode())
-    with pytest.raises(KeyboardInterrupt):
-        Parsed(monkeypatch, fail_after=30)  # dies inside the third part (parts of 12)
-        build(path, tmp_path / "idx")
-    work = next((tmp_path / "idx" / "corpus").glob("building-*"))
+    killed_build(path, tmp_path / "idx", after=30)  # dies inside the third part (parts of 12)
+    [work] = building(tmp_path / "idx")
     assert sorted(p.name for p in work.glob("part-?????.arrow")) == ["part-00000.arrow", "part-00001.arrow"]
     resumed = Parsed(monkeypatch)
-    store = build(path, tmp_path / "idx")
-    assert resumed.count == 50 - 24  # the two finished parts were not parsed again
+    with caplog.at_level(logging.INFO, logger=sb.__name__):
+        store = build(path, tmp_path / "idx")
+    assert f"reusing {work}" in caplog.text and resumed.count == 50 - 24  # the two finished parts not parsed again
     assert list(store) == list(reference) and store.fingerprint == reference.fingerprint
     assert not work.exists() and store.manifest["parts"] == 5
+
+
+def test_a_failed_build_leaves_no_build_folder_and_a_killed_ones_leftover_is_removed(tmp_path, monkeypatch, caplog):
+    path = write_corpus(passages(), tmp_path / "corpus.jsonl")
+    with pytest.raises(KeyboardInterrupt):
+        Parsed(monkeypatch, fail_after=30)  # Ctrl-C inside the third part (parts of 12)
+        build(path, tmp_path / "idx")
+    assert not building(tmp_path / "idx")
+    monkeypatch.undo()
+    killed_build(path, tmp_path / "idx", after=30)
+    [leftover] = building(tmp_path / "idx")
+    write_corpus(passages(51), path)  # the file changed since: the leftover can never be resumed
+    with caplog.at_level(logging.INFO, logger=sb.__name__):
+        store = build(path, tmp_path / "idx")
+    assert len(store) == 51 and not building(tmp_path / "idx") and f"removing {leftover}" in caplog.text
+
+
+def edit_between_samples(path) -> None:
+    """Turn one letter `a` of a passage's text into `b` where `file_identity` samples nothing, in place (same size
+    and inode), then put the mtime back."""
+    data, stat = path.read_bytes(), path.stat()
+    last = len(data) - ci.BLOCK_BYTES
+    sampled = [last * i // (ci.SAMPLED_BLOCKS - 1) for i in range(ci.SAMPLED_BLOCKS)]
+    unsampled = (i for i in range(len(data)) if all(not s <= i < s + ci.BLOCK_BYTES for s in sampled))
+    at = next(i for i in unsampled if data[i] == ord("a"))
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(b"b")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_corpus_edited_in_place_between_the_sampled_blocks_with_its_mtime_put_back_is_noticed(tmp_path, monkeypatch):
+    monkeypatch.setattr(ci, "BLOCK_BYTES", 64)  # 4 blocks of 64 bytes: a 4 kB corpus samples what 64 KiB ones do
+    monkeypatch.setattr(ci, "SAMPLED_BLOCKS", 4)  # of a 10 MB one
+    path = write_corpus(passages(), tmp_path / "corpus.jsonl")
+    first, digest, before = build(path, tmp_path / "idx"), cached_sha256(path, tmp_path / "idx"), file_identity(path)
+    edit_between_samples(path)
+    after, kept = file_identity(path), ("size", "mtime_ns", "sample_sha256")
+    assert [after[k] for k in kept] == [before[k] for k in kept]  # what the quick check saw before: unchanged
+    store = build(path, tmp_path / "idx")
+    assert list(store) == read_corpus(path) != list(first) and store.directory != first.directory
+    assert cached_sha256(path, tmp_path / "idx") != digest  # a run's resume check sees the edit too
+
+
+def test_a_copied_corpus_is_checked_by_its_sha256_and_its_store_opened_without_a_rebuild(tmp_path, monkeypatch):
+    path = write_corpus(passages(), tmp_path / "corpus.jsonl")
+    parsed, reads, whole = Parsed(monkeypatch), [], ci.sha256
+    monkeypatch.setattr(ci, "sha256", lambda p: reads.append(p) or whole(p))
+    first = build(path, tmp_path / "idx")
+    assert parsed.count == 50 and len(reads) == 1  # the build records the file's sha256
+    shutil.copy2(path, tmp_path / "copy.jsonl")
+    os.replace(tmp_path / "copy.jsonl", path)  # same path, size, mtime and content; another inode and ctime
+    assert build(path, tmp_path / "idx").directory == first.directory and parsed.count == 50 and len(reads) == 2
+    assert build(path, tmp_path / "idx").directory == first.directory and len(reads) == 2  # quick again
+    (tmp_path / "elsewhere").mkdir()
+    moved = shutil.copy2(path, tmp_path / "elsewhere" / "corpus.jsonl")  # the data root copied to another place
+    assert build(moved, tmp_path / "idx").directory == first.directory and parsed.count == 50 and len(reads) == 3
+
+
+def test_a_corpus_byte_that_is_not_utf8_is_refused_naming_the_file_and_line(tmp_path):
+    lines = [json.dumps({"id": p.id, "contents": p.contents}).encode() for p in passages(20)]
+    lines[13] = lines[13][:-2] + b"\xff" + lines[13][-2:]  # inside the text
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(DataFormatError, match=r"corpus\.jsonl, line 14: not UTF-8 text") as refused:
+        build(path, tmp_path / "idx")
+    with pytest.raises(DataFormatError) as read:
+        read_corpus(path)
+    assert str(refused.value) == str(read.value) and not building(tmp_path / "idx")
 
 
 def test_a_repeated_passage_id_is_refused_naming_both_lines(tmp_path):
