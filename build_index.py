@@ -33,6 +33,7 @@ from hoprag.data.store_build import open_corpus_store
 from hoprag.paths import data_root
 from hoprag.retrieval.shards import BuildResult, build_bm25, build_dense, parse_worker
 from hoprag.utils import quiet
+from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def index_parts(retriever: DictConfig) -> Iterator[DictConfig]:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="build_index")
+@reported
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> None:
     check_config(cfg)

@@ -34,6 +34,7 @@ from hoprag.evaluation.summary import format_summary
 from hoprag.llm import release_engines
 from hoprag.utils import progress, provenance, quiet
 from hoprag.utils.loggers import log_run
+from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
 
 register_resolvers()
@@ -51,6 +52,7 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
+@reported
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> float:
     try:

@@ -20,6 +20,7 @@ from hoprag.config import check_config, register_resolvers
 from hoprag.evaluation.retrieval import evaluate_retriever, format_table
 from hoprag.utils import quiet
 from hoprag.utils.loggers import log_run
+from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval_retrieval")
+@reported
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> dict:
     check_config(cfg)

@@ -27,18 +27,22 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from hoprag.config import register_resolvers
+from hoprag.config import check_config, check_known, register_resolvers
 from hoprag.reproduce import Table, forwarded, rehearsal, reproduce
 from hoprag.reproduce.preflight import Host
 from hoprag.reproduce.preflight.report import render
 from hoprag.reproduce.render import markdown
 from hoprag.reproduce.runner import check
+from hoprag.utils.refusals import reported
 
 register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="reproduce")
+@reported
 def main(cfg: DictConfig) -> None:
+    check_known(cfg)
+    check_config(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "table"]))  # a table's texts are not settings
     table = Table.parse(OmegaConf.to_container(cfg.table, resolve=True))  # type: ignore[arg-type]
     gpus = rehearsal.gpus() if cfg.scale == "rehearsal" else None  # the stand-in engine's simulated GPU
     host, index_in_run = Host(timeout=cfg.preflight.timeout, gpus=gpus), list(cfg.preflight.index_in_run)

@@ -34,6 +34,7 @@ from hoprag.training.progress_bar import LineProgressBar
 from hoprag.training.summary import EpochHistory, training_summary
 from hoprag.utils import progress, quiet
 from hoprag.utils.loggers import log_config
+from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
 
 register_resolvers()
@@ -92,6 +93,7 @@ def publish(export: Path, target: str) -> None:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
+@reported
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> float | None:
     require_model(cfg)

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, TypeVar
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from hoprag.paths import PROJECT_ROOT
+from hoprag.utils.refusals import Refusal
 from hoprag.utils.secrets import is_secret
 
 
@@ -70,6 +71,18 @@ NUMBER_RULES: tuple[Rule, ...] = (
 EXEMPT = frozenset({"save_top_k", "rrf_k"})
 # Nodes that declare rather than count, never walked: a served LLM's `capabilities` (`n: true`: it honours n).
 DECLARATIONS = frozenset({"capabilities"})
+# Entry-point settings that take one of a few values (dotted key → allowed values).
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "progress": ("auto", True, False),
+    "scale": ("smoke", "paper", "rehearsal"),
+}
+# Settings that moved (old dotted key → new): Hydra suggests `+old=` for a key it does not know, which would then
+# fail deep inside a constructor; the run is refused naming the new key instead.
+RENAMED = {"method.ckpt": "method.search.ckpt"}
+
+
+class ConfigError(Refusal, ValueError):
+    """A setting no run can mean, found before anything is read, built or deleted."""
 
 
 def register_resolvers() -> None:
@@ -88,11 +101,87 @@ def check_config(cfg: DictConfig) -> None:
 
     Walks the whole config (but Hydra's own node) and checks every key a NUMBER_RULES pattern names;
     only those keys are resolved, so interpolations elsewhere (`${hydra:...}`) need no Hydra context.
-    Raises ValueError naming each offending dotted key, its value and the allowed range.
+    A boolean of the config files must stay a boolean: `overwrite=no` is a string, which Python reads as
+    true, so it is refused (compared with the files as this run's choices compose them, without its value
+    overrides). Settings that take one of a few words (`CHOICES`) are checked too.
+    Raises ConfigError naming each offending dotted key, its value and what it may be.
     """
     problems = [problem for key, value, rule in _ruled(cfg, "") if (problem := _check(key, value, rule))]
+    problems += _mistyped(cfg, _files_config())
+    problems += [p for key, allowed in CHOICES.items() if (p := _choice(cfg, key, allowed))]
+    problems += [f"{old} is now {new}: set {new}=..." for old, new in RENAMED.items()
+                 if OmegaConf.select(cfg, old, default=_ABSENT) is not _ABSENT]  # fmt: skip
     if problems:
-        raise ValueError("invalid config: " + "; ".join(problems))
+        raise ConfigError("invalid config: " + "; ".join(problems))
+
+
+def _files_config() -> DictConfig | None:
+    """This run's config as its config files give it: composed again with the run's config-group choices (the
+    `+method=cot`, `llm=openai` of its command line) but none of its value overrides. None outside a Hydra app."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not HydraConfig.initialized() or not GlobalHydra.instance().is_initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    groups = PROJECT_ROOT / "conf"
+    parsed = OverridesParser.create().parse_overrides(list(hydra_cfg.overrides.task))
+    choices = [o.input_line for o in parsed
+               if not o.is_delete() and not o.key_or_group.startswith("hydra") and (groups / o.key_or_group).is_dir()]
+    from hydra import compose
+
+    return compose(config_name=hydra_cfg.job.config_name, overrides=choices)
+
+
+def check_known(cfg: DictConfig) -> None:
+    """For an entry point whose settings are all in its config files (reproduce.py): refuse a key they do not
+    have (`+llm.api_key=...` would be accepted and ignored), naming where such a setting goes instead."""
+    files = _files_config()
+    unknown = [] if files is None else [k for k in _leaves(cfg) if OmegaConf.select(files, k, default=_ABSENT) is _ABSENT]
+    if unknown:
+        raise ConfigError(f"{files.get('task_name', 'this command')} has no setting {' or '.join(unknown)} (a row's "
+                          "settings go in job_overrides=[...], API keys in the environment)")
+
+
+_ABSENT = object()
+
+
+def _leaves(node: DictConfig, prefix: str = "") -> Iterator[str]:
+    for key in node:
+        if key == "hydra" and not prefix:
+            continue
+        path = f"{prefix}{key}"
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not OmegaConf.is_interpolation(node, key):
+            yield from _leaves(child, f"{path}.")
+        else:
+            yield path
+
+
+def _mistyped(cfg: DictConfig, files: DictConfig | None, prefix: str = "") -> list[str]:
+    """Every key that is a boolean in the config files but holds something else (null aside) in the run."""
+    if files is None:
+        return []
+    problems = []
+    for key in files:
+        if (key == "hydra" and not prefix) or key not in cfg or OmegaConf.is_missing(files, key):
+            continue
+        if OmegaConf.is_interpolation(files, key) or OmegaConf.is_interpolation(cfg, key):
+            continue
+        path, given, value = f"{prefix}{key}", files[key], cfg[key]
+        if isinstance(given, DictConfig) and isinstance(value, DictConfig):
+            problems += _mistyped(value, given, f"{path}.")
+        elif isinstance(given, bool) and value is not None and not isinstance(value, bool):
+            problems.append(f"{path}={value!r} must be true or false")
+    return problems
+
+
+def _choice(cfg: DictConfig, key: str, allowed: tuple[Any, ...]) -> str | None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None or any(value == a and type(value) is type(a) for a in allowed):
+        return None
+    return f"{key}={value!r} must be one of {', '.join(str(a).lower() if isinstance(a, bool) else a for a in allowed)}"
 
 
 def _rule(key: str) -> Rule | None:

@@ -21,6 +21,7 @@ from hoprag.data.types import Passage
 from hoprag.evaluation.predictions import finished_records
 from hoprag.metrics import answer_in_top_k, passage_hits, token_overlap_match
 from hoprag.metrics.retrieval import Match
+from hoprag.utils.refusals import Refusal
 
 METRICS = "metrics.json"
 CONFIG = Path(".hydra") / "config.yaml"
@@ -28,7 +29,7 @@ TRAIN_LOGS = "csv/version_*/metrics.csv"
 RECALL = re.compile(r"^retrieval/(answer|passage)_recall(@\d+)?$")
 
 
-class CompareError(ValueError):
+class CompareError(Refusal, ValueError):
     """Runs that cannot be compared as asked (missing, unfinished, unreadable, or over different questions)."""
 
 

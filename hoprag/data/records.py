@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from hoprag.utils.refusals import Refusal
+
 T = TypeVar("T")
 TAR_SUFFIXES = (".tar", ".tar.bz2", ".tar.gz", ".tgz")
 
 
-class DataFormatError(ValueError):
+class DataFormatError(Refusal, ValueError):
     """A data file does not match the format it is read as."""
 
 

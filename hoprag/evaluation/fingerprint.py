@@ -26,6 +26,7 @@ from hoprag.config import select_settings
 from hoprag.data.corpus_identity import cached_sha256
 from hoprag.data.fetch import ensure_file
 from hoprag.paths import data_root
+from hoprag.utils.refusals import Refusal
 from hoprag.utils.run_control import LLM_TRANSPORT, RUN_CONTROL_ANYWHERE
 from hoprag.utils.secrets import HYDRA_FILES, save_redacted
 
@@ -39,7 +40,7 @@ RUN_CONTROL = (*RUN_CONTROL_ANYWHERE, "data.root", "data.limit", *(f"llm.{key}" 
 DATA_FILES = ("questions", "corpus")
 
 
-class ResumeRefused(ValueError):
+class ResumeRefused(Refusal, ValueError):
     """A rerun whose settings differ from those the run directory was started with."""
 
 

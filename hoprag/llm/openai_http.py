@@ -12,6 +12,7 @@ from typing import Any
 from hoprag.llm.base import covering_tokens, cut_at_stop
 from hoprag.llm.reasoning import server_reasoning, server_reasoning_tokens
 from hoprag.llm.types import Generation, SamplingParams
+from hoprag.utils.refusals import Refusal
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 # the server asking its clients to slow down (rate limited, overloaded): every request of the backend waits, not
@@ -23,7 +24,7 @@ class LLMError(RuntimeError):
     """An LLM backend failed."""
 
 
-class LLMConnectionError(LLMError):
+class LLMConnectionError(Refusal, LLMError):
     """The server could not be reached (after retries)."""
 
 

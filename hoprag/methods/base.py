@@ -22,6 +22,7 @@ from hoprag.llm.prompts import ContextPrompt, Prompt
 from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
+from hoprag.utils.refusals import Refusal
 
 
 @dataclass
@@ -38,7 +39,7 @@ class MethodOutput:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-class MissingCapability(RuntimeError):
+class MissingCapability(Refusal, RuntimeError):
     """The LLM cannot do what the method's settings need (e.g. a server without token log-probs)."""
 
 

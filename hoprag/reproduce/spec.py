@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hoprag.reproduce import rehearsal
+from hoprag.utils.refusals import Refusal
 
 SCALES = ("smoke", "paper", "rehearsal")
 GIVEN = ("smoke", "paper")  # the scales a table config writes; rehearsal is the paper scale's, rehearsed
 
 
-class TableError(ValueError):
+class TableError(Refusal, ValueError):
     """A table config that does not describe a table: an unknown id, scale or key, named with the table."""
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from hoprag.data.heldout import context_of, question_key
 from hoprag.data.types import QAExample
+from hoprag.utils.refusals import Refusal
 
 
 def _groups(examples: Sequence[QAExample]) -> list[list[int]]:
@@ -61,7 +62,7 @@ def split_by_context(
     return train, evaluation
 
 
-class LeakError(ValueError):
+class LeakError(Refusal, ValueError):
     """A router-evaluation question (or its context, or its exact text) is also in the training split."""
 
 

@@ -9,10 +9,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from hoprag.utils.refusals import Refusal
+
 ABSENT = "<absent>"  # a key the artifact does not record (made by an older version): it cannot be vouched for
 
 
-class ContractMismatch(ValueError):
+class ContractMismatch(Refusal, ValueError):
     """An artifact was made with other settings than the run that would use it."""
 
 

@@ -107,7 +107,8 @@ class RedactFilter(logging.Filter):
 class RedactSecrets(Callback):
     """A Hydra callback (conf/hydra/default.yaml) for the files Hydra writes itself before a job starts: a
     multirun's `<sweep dir>/multirun.yaml` and, where `hydra.output_subdir` is set (build_index,
-    eval_retrieval), the job's `.hydra/` files are rewritten redacted before the job runs."""
+    eval_retrieval), the job's `.hydra/` files are rewritten redacted before the job runs; a failed job's
+    overrides, which Hydra prints, are redacted when it ends."""
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         hydra = config.hydra
@@ -121,3 +122,9 @@ class RedactSecrets(Callback):
                 saved = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
                 if redact(saved) != saved:
                     save_redacted(saved, path)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """Hydra prints a failed job's overrides ("Error executing job with overrides: [...]") from its return:
+        redacted there first."""
+        if job_return is not None and job_return.overrides:
+            job_return.overrides = [redact_text(o) for o in job_return.overrides]
