@@ -40,6 +40,7 @@ from hoprag.evaluation.judges import judge_info
 from hoprag.evaluation.predictions import PredictionFile
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
+from hoprag.metrics.crag import rules_info
 from hoprag.utils import progress
 
 log = logging.getLogger(__name__)
@@ -140,11 +141,13 @@ def run(
             bar.set_postfix(refresh=False, **progress.spent(spent))
             bar.update(len(batch))
     by_id = {r["id"]: r for r in store.records}
-    metrics = summarize([by_id[ex.id] for ex in examples], suite)
+    records = [by_id[ex.id] for ex in examples]
+    metrics = summarize(records, suite)
     info = {
         **(run_info or {}),
         **method.run_info(),
         **judge_info(suite.crag_judge),  # the judge that scored CRAG's answers: name, model, provenance
+        **rules_info([r["crag"] for r in records if "crag" in r]),  # and the rules before it
         "method": method.name,
         "n": len(examples),
         "resumed_with": len(examples) - len(todo),

@@ -2,8 +2,10 @@
 
 Values are percentages with one decimal, as FlashRAG and the papers report them. Keys follow `stage/name`:
 answer metrics are bare (`em`, `f1`, `precision`, `recall`, `acc`, TreeRare's `cover_em`, plus PruneRAG's
-`efr` and `forget_rate`), retrieval metrics sit under `retrieval/` and keep the two recall families apart
-(`passage_recall*` vs `answer_recall*`), the ambiguous-question metrics sit under `asqa/` and
+`efr` and `forget_rate`, and `unicode_changed`, a count: the answered questions whose scores the Unicode
+cleaning changed, `hoprag.metrics.answer`), retrieval metrics sit under `retrieval/` and keep the two recall
+families apart (`passage_recall*` vs `answer_recall*`, with FlashRAG's looser `retrieval_recall_top{k}` beside
+the latter), the ambiguous-question metrics sit under `asqa/` and
 `ambigdocs/` (`hoprag.metrics.ambiguous`), averaged over the questions that carry their gold structure, and
 CRAG's Acc / Hall / Miss / Score with their breakdowns sit under `crag/`, each named after its judge
 (`crag/acc@exact`, `crag/acc@gpt-3.5-turbo`, ...; `hoprag.metrics.crag`). A
@@ -22,14 +24,28 @@ from typing import Any
 
 from hoprag.data.types import Passage, QAExample
 from hoprag.metrics.ambiguous import QAReader, TransformersReader, ambiguity_scores, asqa_disambig_f1
-from hoprag.metrics.answer import answer_contains, cover_em, exact_match, token_scores
-from hoprag.metrics.crag import Judge, crag_golds, crag_outcomes, entry_judge, judge_name, outcome_scores, summary
+from hoprag.metrics.answer import answer_metrics, unicode_changed
+from hoprag.metrics.crag import (
+    OFFICIAL,
+    OFFICIAL_TOKENIZER,
+    PRUNINGRAG,
+    Judge,
+    Tokenizer,
+    check_rules,
+    crag_golds,
+    crag_outcomes,
+    entry_judge,
+    judge_name,
+    outcome_scores,
+    summary,
+)
 from hoprag.metrics.retrieval import (
     Match,
     aggregate_passage_recall,
     all_gold_retrieved,
     answer_recall_at_k,
     evidence_forgetting_rate,
+    retrieval_recall_top_k,
     token_overlap_match,
 )
 
@@ -82,6 +98,13 @@ class EvalRow:
         )
 
 
+def _load_tokenizer(name: str) -> Tokenizer:
+    """The official CRAG trim's tokenizer, as its scorer loads it (`LlamaTokenizerFast`)."""
+    from transformers import LlamaTokenizerFast
+
+    return LlamaTokenizerFast.from_pretrained(name)
+
+
 def _crag_categories(example: QAExample) -> dict[str, Any] | None:
     """A CRAG question's categories, told by CRAG's `domain` and `static_or_dynamic` metadata."""
     meta = example.metadata
@@ -124,6 +147,9 @@ class MetricSuite:
     None: they count as hallucinations, reported as `crag/unjudged`), against the first gold answer only,
     or every alias with `crag_alt_answers`; CRAG's rates carry its `name` (`crag/acc@<name>`, `@exact`
     without a judge), and a judge without one is refused here, before any question is asked.
+    `crag_rules` are the rules that decide before the judge: `pruningrag` (its evaluator) or `official` (CRAG's
+    scorer: the prediction trimmed to 75 tokens of `crag_tokenizer`, a hub name or local path, loaded here, or
+    a tokenizer; and its "invalid" rule; `hoprag.metrics.crag`).
     """
 
     ks: Sequence[int] = (5,)
@@ -133,6 +159,8 @@ class MetricSuite:
     qa_reader: QAReader | str | None = None
     crag_judge: Judge | None = None
     crag_alt_answers: bool = False
+    crag_rules: str = PRUNINGRAG
+    crag_tokenizer: Tokenizer | str = OFFICIAL_TOKENIZER
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
@@ -143,6 +171,9 @@ class MetricSuite:
         if self.passage_match not in PASSAGE_MATCHES:
             raise ValueError(f"passage_match must be one of {PASSAGE_MATCHES}, got {self.passage_match!r}")
         judge_name(self.crag_judge)  # refused now rather than when the first CRAG answer is scored
+        check_rules(self.crag_rules)
+        if self.crag_rules == OFFICIAL and isinstance(self.crag_tokenizer, str):
+            object.__setattr__(self, "crag_tokenizer", _load_tokenizer(self.crag_tokenizer))
 
     @property
     def crag_judge_name(self) -> str:
@@ -155,15 +186,7 @@ class MetricSuite:
         without an answer."""
         if not row.answered:
             return {}
-        f1, precision, recall = token_scores(row.prediction, row.golds)
-        scores = {
-            "em": exact_match(row.prediction, row.golds),
-            "f1": f1,
-            "precision": precision,
-            "recall": recall,
-            "acc": answer_contains(row.prediction, row.golds),
-            "cover_em": cover_em(row.prediction, row.golds, aliases=self.cover_em_aliases),
-        }
+        scores = answer_metrics(row.prediction, row.golds, self.cover_em_aliases)
         if row.ambiguity is not None:
             scores.update(ambiguity_scores(row.prediction, row.ambiguity))
         if row.crag is not None and "outcome" in row.crag:
@@ -171,13 +194,15 @@ class MetricSuite:
         return scores
 
     def judge(self, rows: Sequence[EvalRow]) -> list[EvalRow]:
-        """The rows with every CRAG question's outcome decided (one judge call for all that need it) and
-        the judge's name; rows already judged, as the runner's records are, are kept as they are."""
+        """The rows with every CRAG question's outcome decided (one judge call for all that need it), the
+        judge's name and the rules; rows already judged, as the runner's records are, are kept as they are."""
         todo = [i for i, row in enumerate(rows) if row.crag is not None and "outcome" not in row.crag]
         items = [(rows[i].question, crag_golds(rows[i].golds, self.crag_alt_answers), rows[i].prediction) for i in todo]
         judged, name = list(rows), self.crag_judge_name
-        for i, (outcome, reply) in zip(todo, crag_outcomes(items, self.crag_judge)):
-            judged[i] = replace(rows[i], crag={**rows[i].crag, "outcome": outcome, "judge_reply": reply, "judge": name})
+        tokenizer = self.crag_tokenizer if self.crag_rules == OFFICIAL else None
+        for i, (outcome, reply) in zip(todo, crag_outcomes(items, self.crag_judge, self.crag_rules, tokenizer)):
+            verdict = {"outcome": outcome, "judge_reply": reply, "judge": name, "rules": self.crag_rules}
+            judged[i] = replace(rows[i], crag={**rows[i].crag, **verdict})
         return judged
 
     def _match(self) -> Match | None:
@@ -198,6 +223,10 @@ class MetricSuite:
         out: dict[str, float | int] = {"n": len(rows)}
         for name in dict.fromkeys(name for scores in per_question for name in scores):
             out[name] = _pct(_mean([scores[name] for scores in per_question if name in scores]))
+        generated = [row for row in rows if row.answered]
+        if generated:
+            changed = [unicode_changed(r.prediction, r.golds, self.cover_em_aliases) for r in generated]
+            out["unicode_changed"] = sum(changed)
         asqa = [row for row in rows if row.ambiguity is not None and "qa_pairs" in row.ambiguity]
         if asqa and self.qa_reader is not None:
             f1s = [asqa_disambig_f1(row.prediction, row.ambiguity, self.qa_reader) for row in asqa]
@@ -214,6 +243,8 @@ class MetricSuite:
         golds = [row.golds for row in rows]
         for k in (None, *self.ks):
             out[f"retrieval/answer_recall{_at(k)}"] = _pct(answer_recall_at_k(texts, golds, k))
+        for k in self.ks:
+            out[f"retrieval/retrieval_recall_top{k}"] = _pct(retrieval_recall_top_k(texts, golds, k))
 
         match = self._match()
         gold, retrieved = zip(*(self._gold_and_retrieved(r, p) for r, p in zip(rows, passages)))

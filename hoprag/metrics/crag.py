@@ -1,6 +1,8 @@
-"""CRAG's answer evaluation (Meta KDD Cup 2024), as PruningRAG reports it (spec/pruningrag.md §2, §8).
+"""CRAG's answer evaluation (Meta KDD Cup 2024), by PruningRAG's rules (spec/pruningrag.md §2, §8) or CRAG's
+official ones.
 
-Each answer is one of three outcomes, decided in this order on stripped, lower-cased text:
+With PruningRAG's rules (`PRUNINGRAG`, the default: its evaluator, which its tables report) each answer is
+one of three outcomes, decided in this order on stripped, lower-cased text:
 
 1. **missing** when "i don't know" occurs anywhere in the prediction (a substring: "I don't know, maybe
    Paris" is missing, as in CRAG's script, P15);
@@ -10,6 +12,20 @@ Each answer is one of three outcomes, decided in this order on stripped, lower-c
    true (or "true") is **correct**; any other reply, an unparsable one included (counted as a judge parse
    failure), is a **hallucination**. Without a judge every non-match is a hallucination, counted as
    `unjudged`.
+
+CRAG's official scorer (`OFFICIAL`, facebookresearch/CRAG `local_evaluation.py`) differs in two ways. It
+first trims the prediction to its first 75 tokens of the Llama 2 tokenizer (`hf-internal-testing/llama-tokenizer`,
+the copy in CRAG's `tokenizer/`; the BOS token dropped, the rest decoded), so an "I don't know" after them is
+no longer missing, and the judge sees the trimmed text. And after the exact match it reads "invalid": a
+prediction and gold that both contain "invalid" are **correct**, and one that contains it without the other is
+a **hallucination**, both without asking the judge (its prompt asks for an exact "invalid question" instead).
+With several golds a prediction is correct when any gold makes it so, as the script loops over them; the
+judge is asked once, about the golds that neither rule decided. Those "invalid" hallucinations count as
+`unjudged`, as no judge saw them. The script as published does not run (it reads the lower-cased prediction
+before setting it, and strips the gold list as one string); these are the rules it evidently means. Its
+judge prompt (a 0/1 `score` with an explanation) is not offered: both rules use the judge above, on CRAG's
+KDD Cup prompt. Every judged record carries its `rules`, and metrics.json's `run.crag_rules` names those that
+scored a run (`rules_info`).
 
 The golds are the question's `answer` only (the code's evaluator), or `[answer] + alt_ans` with
 `alt_answers=True` (P14). Acc, Miss and Hall are the shares of the three outcomes, so Hall = 1 − Acc − Miss,
@@ -31,12 +47,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 CORRECT, MISSING, HALLUCINATION = "correct", "missing", "hallucination"
 # a question's CRAG categories, the metadata its breakdowns group by
 GROUPS = ("domain", "static_or_dynamic", "question_type")
 MISSING_MARK = "i don't know"
+INVALID_MARK = "invalid"  # the official rules' false-premise check, a substring on both sides
+# the rules that decide an outcome before (or instead of) the judge
+PRUNINGRAG, OFFICIAL = "pruningrag", "official"
+RULES = (PRUNINGRAG, OFFICIAL)
+OFFICIAL_TOKENIZER = "hf-internal-testing/llama-tokenizer"
+OFFICIAL_MAX_TOKENS = 75
 # in the replies of a rule judge (`NormalizedMatchJudge`), so a run counts them as crag/rule_judged
 RULE_MARK = '"judge": "normalized_match"'
 # the judge name of a run without a judge: only "i don't know" and exact matches decide
@@ -94,27 +116,69 @@ def parse_judgement(reply: str) -> bool | None:
     return None
 
 
-def crag_outcomes(items: Sequence[JudgeItem], judge: Judge | None = None) -> list[tuple[str, str | None]]:
+class Tokenizer(Protocol):
+    """What the official trim needs of a Hugging Face tokenizer."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+def trim_prediction(prediction: str, tokenizer: Tokenizer, max_tokens: int = OFFICIAL_MAX_TOKENS) -> str:
+    """The official scorer's `trim_predictions_to_max_token_length`: the first `max_tokens` tokens after the
+    first (the BOS the Llama tokenizer adds), decoded."""
+    return tokenizer.decode(tokenizer.encode(prediction)[1 : max_tokens + 1])
+
+
+def check_rules(rules: str) -> None:
+    if rules not in RULES:
+        raise ValueError(f"CRAG's rules must be one of {RULES}, got {rules!r}")
+
+
+def rule_outcome(prediction: str, golds: Sequence[str], rules: str = PRUNINGRAG) -> tuple[str, list[str] | None]:
+    """(outcome, None) when `rules` decide a stripped prediction alone, else (HALLUCINATION, the golds to ask
+    the judge about): "i don't know" → missing, an exact match → correct, then the official "invalid" rule."""
+    prediction = prediction.lower()
+    if MISSING_MARK in prediction:
+        return MISSING, None
+    lowered = [g.lower() for g in golds]
+    if prediction in lowered:
+        return CORRECT, None
+    if rules == PRUNINGRAG:
+        return HALLUCINATION, list(golds)
+    if INVALID_MARK in prediction:  # correct with an "invalid" gold, else a hallucination of its own
+        return (CORRECT if any(INVALID_MARK in g for g in lowered) else HALLUCINATION), None
+    ask = [g for g, low in zip(golds, lowered) if INVALID_MARK not in low]
+    return HALLUCINATION, ask or None
+
+
+def crag_outcomes(
+    items: Sequence[JudgeItem],
+    judge: Judge | None = None,
+    rules: str = PRUNINGRAG,
+    tokenizer: Tokenizer | None = None,
+) -> list[tuple[str, str | None]]:
     """(outcome, the judge's raw reply or None when it was not asked) per item; one judge call for all the
-    items that need it, each sent stripped but in its own case."""
+    items that need it, each sent stripped but in its own case (official rules: trimmed by `tokenizer` first)."""
+    check_rules(rules)
+    if rules == OFFICIAL:
+        if tokenizer is None:
+            raise ValueError(f"CRAG's official rules trim with a tokenizer ({OFFICIAL_TOKENIZER}): none given")
+        items = [(q, golds, trim_prediction(p, tokenizer)) for q, golds, p in items]
     stripped = [(q.strip(), [g.strip() for g in golds], p.strip()) for q, golds, p in items]
     outcomes: list[tuple[str, str | None]] = []
-    ask: list[int] = []
-    for i, (_, golds, prediction) in enumerate(stripped):
-        prediction = prediction.lower()
-        if MISSING_MARK in prediction:
-            outcomes.append((MISSING, None))
-        elif prediction in {g.lower() for g in golds}:
-            outcomes.append((CORRECT, None))
-        else:
-            outcomes.append((HALLUCINATION, None))
-            ask.append(i)
+    ask: list[tuple[int, JudgeItem]] = []
+    for i, (question, golds, prediction) in enumerate(stripped):
+        outcome, judge_golds = rule_outcome(prediction, golds, rules)
+        outcomes.append((outcome, None))
+        if judge_golds is not None:
+            ask.append((i, (question, judge_golds, prediction)))
     if judge is None or not ask:
         return outcomes
-    replies = judge([stripped[i] for i in ask])
+    replies = judge([item for _, item in ask])
     if len(replies) != len(ask):
         raise RuntimeError(f"the judge gave {len(replies)} replies to {len(ask)} items")
-    for i, reply in zip(ask, replies):
+    for (i, _), reply in zip(ask, replies):
         outcomes[i] = (CORRECT if parse_judgement(reply) else HALLUCINATION, reply)
     return outcomes
 
@@ -146,14 +210,30 @@ def entry_judge(entry: Mapping[str, Any]) -> str:
     return entry["judge"]
 
 
+def entry_rules(entry: Mapping[str, Any]) -> str:
+    """The rules a judged CRAG record was scored by; a record without `rules` predates the official ones,
+    when PruningRAG's were the only rules."""
+    return entry.get("rules", PRUNINGRAG)
+
+
+def rules_info(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """What metrics.json's `run` records of the rules that scored these judged CRAG records: `crag_rules`,
+    nothing without a CRAG record."""
+    rules = sorted({entry_rules(e) for e in entries})
+    if len(rules) > 1:
+        raise ValueError(f"CRAG records scored by several rules {rules}: one run's rates have one set of rules")
+    return {"crag_rules": rules[0]} if rules else {}
+
+
 def summary(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
     """The judge's counts and the per-category breakdowns of judged questions, each entry being a
-    question's CRAG record (its `GROUPS`, `outcome`, `judge_reply` and `judge`, which must be one for all).
+    question's CRAG record (its `GROUPS`, `outcome`, `judge_reply`, `judge` and `rules`, each one for all).
     Rates are percentages with one decimal under `crag/<group>/<value>/<rate>@<judge>`, beside the
     group's question count `crag/<group>/<value>/n`."""
     judges = sorted({entry_judge(e) for e in entries})
     if len(judges) > 1:
         raise ValueError(f"CRAG records judged by several judges {judges}: one run's rates have one judge")
+    rules_info(entries)  # refuses records of several rules
     out: dict[str, float | int] = {
         "crag/unjudged": sum(e["outcome"] == HALLUCINATION and e["judge_reply"] is None for e in entries),
         "crag/judge_parse_failures": sum(

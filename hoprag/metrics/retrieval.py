@@ -4,8 +4,11 @@
   matched by exact title (TreeHop, spec/treehop.md §8.2) or by PruneRAG's 0.75 token-overlap rule on
   passage texts (spec/prunerag.md §5); both go through one `match(gold, retrieved)` predicate. PruneRAG's
   all-gold-retrieved flag and Evidence Forgetting Rate build on it.
-- Answer-containment recall@k (FlashRAG `retrieval_recall_top{k}`, DPR top-k accuracy): whether a top-k
-  passage contains a gold answer. It needs no gold passages.
+- Answer-containment recall@k: whether a top-k passage contains a gold answer; it needs no gold passages.
+  hoprag's `answer_recall@k` is DPR's top-k retrieval accuracy (`has_answer`: the gold's token sequence, DPR's
+  tokenisation, uncased). FlashRAG's `retrieval_recall_top{k}` (`retrieval_recall_top_k`) is a looser rule, a
+  normalized gold as a character substring of the normalized passage ("no" is found in "north"), offered
+  under its own name for comparison with FlashRAG's tables.
 
 Per-question functions raise on a question without gold passages; the dataset-level aggregation excludes
 such questions and counts them instead, so an empty gold set never reads as recall 0 or 1.
@@ -13,13 +16,16 @@ such questions and counts them instead, so an empty gold set never reads as reca
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from hoprag.metrics.answer import Golds, as_gold_list, normalize_answer
+from hoprag.metrics.answer import Golds, as_gold_list, official_normalize
 
 Match = Callable[[str, str], bool]
 """`match(gold, retrieved)`: whether a retrieved passage (title or text) covers a gold one."""
+Hit = Callable[[str, Golds], bool]
+"""`hit(passage_text, golds)`: whether a passage contains a gold answer."""
 
 
 def _check_k(k: int | None) -> None:
@@ -163,26 +169,61 @@ def _contains_sequence(tokens: list[str], sub: list[str]) -> bool:
     return any(tokens[i : i + n] == sub for i in range(len(tokens) - n + 1))
 
 
+def dpr_tokens(text: str) -> list[str]:
+    """DPR's `SimpleTokenizer` words, uncased, of the NFD text: each run of letters, digits and marks is a
+    token, each other visible character (punctuation, symbols) a token of its own, and spaces and control or
+    format characters separate them. So "Polish-Jewish" is polish, -, jewish: the gold "Jewish" is found."""
+    tokens: list[str] = []
+    word: list[str] = []
+    for ch in unicodedata.normalize("NFD", text):
+        kind = unicodedata.category(ch)[0]
+        if kind in "LNM":
+            word.append(ch)
+            continue
+        if word:
+            tokens.append("".join(word).lower())
+            word = []
+        if kind not in "ZC":
+            tokens.append(ch.lower())
+    if word:
+        tokens.append("".join(word).lower())
+    return tokens
+
+
 def has_answer(text: str, golds: Golds) -> bool:
-    """Whether a normalized gold's token sequence occurs contiguously in the normalized text (DPR rule)."""
-    tokens = normalize_answer(text).split()
-    gold_tokens = (normalize_answer(g).split() for g in as_gold_list(golds))
+    """DPR's `has_answer` (string match): a gold's `dpr_tokens` occur contiguously in the text's. A gold
+    without tokens (blank) is ignored, where DPR would find it in every passage."""
+    tokens = dpr_tokens(text)
+    gold_tokens = (dpr_tokens(g) for g in as_gold_list(golds))
     return any(g and _contains_sequence(tokens, g) for g in gold_tokens)
 
 
-def answer_in_top_k(texts: Sequence[str], golds: Golds, k: int | None = None) -> bool:
-    """Whether any of the first k passage texts (all when k is None) contains a gold answer."""
+def contains_answer_string(text: str, golds: Golds) -> bool:
+    """FlashRAG's `Retrieval_Recall` hit: an `official_normalize`d gold is a character substring of the
+    normalized passage, so "no" is found in "north" and a gold normalizing to nothing in any passage."""
+    normalized = official_normalize(text)
+    return any(official_normalize(g) in normalized for g in as_gold_list(golds))
+
+
+def answer_in_top_k(texts: Sequence[str], golds: Golds, k: int | None = None, hit: Hit = has_answer) -> bool:
+    """Whether any of the first k passage texts (all when k is None) contains a gold answer by `hit`."""
     _check_k(k)
     golds = as_gold_list(golds)
-    return any(has_answer(t, golds) for t in texts[:k])
+    return any(hit(t, golds) for t in texts[:k])
 
 
 def answer_recall_at_k(
-    texts: Sequence[Sequence[str]], golds: Sequence[Golds], k: int | None = None
+    texts: Sequence[Sequence[str]], golds: Sequence[Golds], k: int | None = None, hit: Hit = has_answer
 ) -> float:
-    """FlashRAG `retrieval_recall_top{k}`: the share of questions with a gold answer in a top-k passage."""
+    """The share of questions with a gold answer in a top-k passage: hoprag's `answer_recall@k` (DPR's
+    top-k accuracy) with the default `hit`."""
     if len(texts) != len(golds):
         raise ValueError(f"{len(texts)} passage lists for {len(golds)} gold answer sets")
     if not texts:
         raise ValueError("no questions to score")
-    return sum(answer_in_top_k(t, g, k) for t, g in zip(texts, golds)) / len(texts)
+    return sum(answer_in_top_k(t, g, k, hit) for t, g in zip(texts, golds)) / len(texts)
+
+
+def retrieval_recall_top_k(texts: Sequence[Sequence[str]], golds: Sequence[Golds], k: int) -> float:
+    """FlashRAG's `retrieval_recall_top{k}`: `answer_recall_at_k` with its substring hit."""
+    return answer_recall_at_k(texts, golds, k, contains_answer_string)

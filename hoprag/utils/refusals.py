@@ -3,8 +3,8 @@
 A refusal (an exception class marked `Refusal`: a setting no run can mean, a resume under other settings, a
 malformed record, a table that cannot be read, a missing file) is the user's to fix, and its message says how;
 Hydra would print it under ~30 lines of traceback. `reported` prints the message alone (secrets redacted) and
-exits with status 2; `HYDRA_FULL_ERROR=1` or `verbose=true` keeps the traceback, and a multirun's job raises as
-before, so its launcher records the failure and goes on."""
+exits with status 2; `HYDRA_FULL_ERROR=1` or `verbose=true` keeps the traceback, a multirun's job raises as
+before, so its launcher records the failure, and a call outside a Hydra run (a test, a script) raises."""
 
 from __future__ import annotations
 
@@ -43,5 +43,7 @@ def _wants_trace(cfg: Any) -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if not HydraConfig.initialized():  # called as a function (a test, a script), not from the command line
+        return True
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     return os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun or bool(cfg.get("verbose"))

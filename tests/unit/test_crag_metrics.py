@@ -338,7 +338,7 @@ def test_metrics_json_reports_crag_from_records_judged_once(crag, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert records[4]["crag"] == {
         "domain": "sports", "static_or_dynamic": "fast-changing", "question_type": "false_premise",
-        "outcome": "hallucination", "judge_reply": "That is wrong.", "judge": "local-scripted",
+        "outcome": "hallucination", "judge_reply": "That is wrong.", "judge": "local-scripted", "rules": "pruningrag",
     }  # fmt: skip
     assert [r["crag"]["outcome"] for r in records[:3]] == ["correct", "correct", "missing"]
     assert records[0]["crag"]["judge_reply"] is None and records[1]["scores"]["crag/score@local-scripted"] == 1.0
