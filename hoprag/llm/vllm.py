@@ -79,7 +79,8 @@ class VLLMLLM(LLM):
             import vllm
         except ImportError as err:
             raise ImportError(
-                "VLLMLLM needs vLLM, an optional extra for GPU machines: pip install 'hoprag[vllm]' "
+                "VLLMLLM needs vLLM, an optional extra for GPU machines: make GPU=1 install, or "
+                "pip install -c constraints-gpu.txt -e '.[vllm,faiss-gpu]' "
                 "(or use llm=hf for transformers, or llm=openai for a running vLLM server)"
             ) from err
         self._vllm = vllm

@@ -21,8 +21,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
+
+try:
+    import faiss
+except ImportError as err:  # an extra of two kinds, which install the same `faiss` package over each other
+    raise ImportError(
+        "hoprag's indexes need FAISS, one build of two: pip install -e '.[faiss-cpu]' (what `make install` takes), "
+        "or on a GPU machine pip install -c constraints-gpu.txt -e '.[faiss-gpu]'"
+    ) from err
 
 from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
@@ -122,7 +129,8 @@ def placement(use_gpu: bool | str) -> Placement:
 def _missing_gpu(gpu: int | None) -> str | None:
     """Why FAISS cannot place an index on GPU `gpu` (None: on any GPU), or None when it can."""
     if not hasattr(faiss, "StandardGpuResources"):
-        return "the installed FAISS has no GPU support (faiss-cpu): pip install -e '.[faiss-gpu]'"
+        return ("the installed FAISS has no GPU support (faiss-cpu): pip uninstall faiss-cpu, then "
+                "pip install -c constraints-gpu.txt -e '.[faiss-gpu]'")
     visible = faiss.get_num_gpus()
     if visible == 0:
         return "FAISS sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)"

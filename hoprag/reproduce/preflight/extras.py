@@ -55,5 +55,5 @@ def _faiss_gpu(host: Host) -> Need:
         return hasattr(faiss, "StandardGpuResources")
 
     found = host.memo(("faiss-gpu",), gpu_build)
-    return Need("extra", "FAISS with GPU support (index.use_gpu=true)", "pip install -e '.[faiss-gpu]'",
+    return Need("extra", "FAISS with GPU support (index.use_gpu=true)", "pip uninstall faiss-cpu; pip install -c constraints-gpu.txt -e '.[faiss-gpu]'",
                 OK if found else MISSING, "" if found else "faiss has no StandardGpuResources")  # fmt: skip
