@@ -2,7 +2,7 @@
 
     python train.py +model=treehop [trainer.max_epochs=20] [threads=1]
     python train.py +model=nli_verifier trainer=gpu
-    python train.py +experiment=treehop_2wiki_bge_m3 trainer=ddp
+    python train.py +experiment=treehop_2wiki_bge_m3 trainer=ddp   # every GPU; trainer=ddp_cpu: CPU processes
     python train.py -m +model=treehop seed=1,2,3                 # a sweep
 
 Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (offline). Rerunning with the same
@@ -14,6 +14,12 @@ for it by default). It ends with the exported epoch's validation figures beside 
 epoch (`hoprag/training/summary.py`; `verbose=true` also shows Lightning's own banners and tables). Returns
 `optimized_metric` (the model's monitored metric) for sweepers. Secrets
 (`*_key`, `*token`, ... settings) are redacted in everything written (hoprag/utils/secrets.py).
+
+Data parallel (`trainer=ddp`): Lightning starts one process per device, each running this script again. The
+datamodule prepares its data (what it caches: embeddings, indexes, outcome labels) before any of them starts
+and before the model is built (`prepare_first`), so the others only read it and a labelling engine is gone
+before the trained model loads; the config's batch size is the global one (hoprag/training/distributed.py).
+Only the first process writes the run's bookkeeping, exports and prints the summary.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import hydra
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import check_config, register_resolvers, select_settings
@@ -60,7 +67,8 @@ def require_model(cfg: DictConfig) -> None:
 
 def resume_path(cfg: DictConfig) -> str | None:
     """`ckpt_path: auto` resumes a killed run from its own last checkpoint, when there is one and the run was
-    started with the same training settings (else `ResumeRefused`); a start from anything else records them.
+    started with the same training settings (else `ResumeRefused`); a start from anything else records them
+    (the first process does: DDP's others come to the same answer).
     An explicit `ckpt_path` is the user's choice (e.g. fine-tuning another run's weights) and is not checked."""
     output_dir = Path(cfg.paths.output_dir)
     fingerprint = select_settings(cfg, TRAIN_SECTIONS, RESUMABLE)
@@ -69,8 +77,23 @@ def resume_path(cfg: DictConfig) -> str | None:
         refuse_changed(output_dir, fingerprint, what="checkpoints", remedy="ckpt_path=null to train afresh here")
         print(f"resuming from {last}")
         return str(last)
-    save(output_dir, fingerprint)
+    if rank_zero_only.rank == 0:
+        save(output_dir, fingerprint)
     return None if cfg.ckpt_path == "auto" else cfg.ckpt_path
+
+
+def prepare_first(datamodule: L.LightningDataModule, trainer: L.Trainer) -> None:
+    """Run the datamodule's `prepare_data` (what it computes once and caches) here, before the model is built and
+    before the trainer starts DDP's other processes: they find it done, and no process group is open yet, which
+    an LLM engine labelling data (vLLM) must not meet. Only in the process that starts the others (or runs
+    alone), on every node, or on the first alone where the datamodule prepares once for all; where a cluster
+    starts every process itself (SLURM tasks, torchrun), Lightning's own call inside `fit` prepares, the other
+    processes waiting for it."""
+    environment = getattr(trainer.strategy, "cluster_environment", None)
+    if environment is not None and environment.creates_processes_externally:
+        return
+    if datamodule.prepare_data_per_node or trainer.node_rank == 0:
+        datamodule.prepare_data()
 
 
 def export_best(module: L.LightningModule, trainer: L.Trainer, directory: Path) -> None:
@@ -101,13 +124,13 @@ def main(cfg: DictConfig) -> float | None:
     progress.configure(cfg.get("progress"))  # before anything that draws a bar
     quiet.configure(cfg.get("verbose"))
     ckpt_path = resume_path(cfg) if cfg.train else None  # refused before anything is built or written
-    save_hydra_files(cfg.paths.output_dir, cfg)
+    if rank_zero_only.rank == 0:
+        save_hydra_files(cfg.paths.output_dir, cfg)
     if cfg.get("threads"):
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
 
     datamodule: L.LightningDataModule = instantiate(cfg.model.datamodule)
-    module: L.LightningModule = instantiate(cfg.model.module)
     history = EpochHistory()
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()] + [history]
     if progress.style() == progress.LINES:  # a log or a pipe: Lightning's bars as plain lines too
@@ -117,6 +140,8 @@ def main(cfg: DictConfig) -> float | None:
     if not cfg.get("verbose") and "enable_model_summary" not in cfg.trainer:  # its table; modules name their size
         shown["enable_model_summary"] = False
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **shown)
+    prepare_first(datamodule, trainer)
+    module: L.LightningModule = instantiate(cfg.model.module)
     for logger in loggers:
         log_config(logger, OmegaConf.to_container(cfg, resolve=True))
 
@@ -142,8 +167,9 @@ def main(cfg: DictConfig) -> float | None:
     if "wandb" in sys.modules:  # one wandb run per Hydra job of a multirun
         sys.modules["wandb"].finish()
     monitor = checkpoint.monitor if checkpoint is not None else None
-    print(training_summary(history, monitor, best, getattr(module, "untrained_metrics", None), tested))
-    print(f"run directory: {cfg.paths.output_dir}")
+    if trainer.is_global_zero:
+        print(training_summary(history, monitor, best, getattr(module, "untrained_metrics", None), tested))
+        print(f"run directory: {cfg.paths.output_dir}")
     return metrics.get(f"best/{cfg.optimized_metric}", metrics.get(cfg.optimized_metric))
 
 

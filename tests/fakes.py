@@ -32,7 +32,8 @@ class KeywordRetriever(Retriever):
 class HashEmbedder(Embedder):
     """Bag of words hashed into `dim` buckets; records the size of every encode call."""
 
-    def __init__(self, name: str = "hash-bow", dim: int = 64, **kwargs) -> None:
+    def __init__(self, name: str = "hash-bow", dim: int = 64, devices: None = None, **kwargs) -> None:
+        assert devices is None, "a hashing embedder has no devices to spread over"  # a model embedder's config key
         super().__init__(name=name, model="test://hash-bow", **kwargs)
         self.dim = dim
         self.calls: list[int] = []

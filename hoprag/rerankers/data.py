@@ -1,7 +1,8 @@
 """Training data for the cross-encoder reranker: question groups with mined hard negatives, and held-back pools.
 
 The training sources' paragraphs are pooled into one corpus, searched by BM25 and by the dense index (both built
-once and cached under their `cache_dir`, as every retriever is). A seeded slice of each source's questions
+once, by `prepare_data`, and cached under their `cache_dir`, as every retriever is; under DDP rank 0 alone searches
+them and hands every rank the results). A seeded slice of each source's questions
 (`held_back`) is kept out of training: validation reranks each of them over its BM25 top `val_pool` of the pooled
 corpus (the candidate list a reranker is given in use) and logs gold-title recall@k and MRR, so the checkpoint is
 chosen on training-file questions the model never trained on, never on a dev set. The same pools ordered by BM25
@@ -10,8 +11,9 @@ references the trained model is read against.
 
 A training group is (question, one gold paragraph, hard negatives): `bm25_negatives` and `dense_negatives` drawn
 afresh each time the group is batched from each retriever's top `mined_depth` hits minus gold-titled ones
-(`mining.py`). An epoch is `groups_per_epoch` groups drawn without replacement (all of them when null), so
-validation, and with it checkpoint choice, comes often enough within a CPU budget.
+(`mining.py`). An epoch is `groups_per_epoch` groups drawn without replacement (all of them when null; over all
+devices under DDP, as `batch_size` is), so validation, and with it checkpoint choice, comes often enough within a
+CPU budget.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader
 
 from hoprag.data.corpus import pool_corpus
 from hoprag.data.dataset import QADataset
@@ -32,6 +34,8 @@ from hoprag.rerankers.mining import gold_passages, mine
 from hoprag.rerankers.ranking import order_metrics
 from hoprag.retrieval.rerankers import EmbeddingReranker
 from hoprag.retrieval.retrievers import DenseRetriever, Hit, Retriever
+from hoprag.training.distributed import device_batch, from_rank_zero, report, whole_set
+from hoprag.training.sampler import EpochDraw
 from hoprag.utils.bundled import resolve_model_ref
 
 
@@ -49,6 +53,19 @@ class Pool:
 
     question: QAExample
     candidates: list[Passage]
+
+
+@dataclass(frozen=True)
+class Searched:
+    """What the miners found, as rows of the pooled corpus (what rank 0 hands the other ranks): per training
+    question its negatives by BM25 and by the dense index, per held-back question its BM25 pool; the references'
+    figures on those pools and the gold-titled hits dropped from the negatives, per miner."""
+
+    bm25: list[list[int]]
+    dense: list[list[int]]
+    pools: list[list[int]]
+    references: dict[str, float]
+    dropped: dict[str, int]
 
 
 class GroupCollator:
@@ -119,12 +136,20 @@ class RerankerDataModule(L.LightningDataModule):
         self.groups: list[Group] | None = None
         self.references: dict[str, float] = {}  # BM25's and the bi-encoder's figures on the same pools
         self.stats: dict[str, Any] = {}
+        self.prepare_data_per_node = False  # global rank 0 alone searches the indexes (`setup`)
 
     def tokenize(self, queries: list[str], passages: list[str]) -> Mapping[str, torch.Tensor]:
         """(query, passage) pairs as the exported model's `CrossEncoder` tokenizes them: the passage is
         `Passage.contents` (title, newline, text), truncated to `max_length` tokens together with the query."""
         return self.tokenizer(queries, passages, padding=True, truncation=True, max_length=self.max_length,
                               return_tensors="pt")  # fmt: skip
+
+    def prepare_data(self) -> None:
+        """Build both miners' indexes (each cached by its retriever), once: train.py calls this before DDP starts
+        its other processes (Lightning again on each node's rank 0, the others waiting)."""
+        corpus = self._corpus()
+        self.make_bm25(corpus=corpus)
+        self.make_dense(corpus=corpus)
 
     def setup(self, stage: str | None = None) -> None:
         if self.groups is not None:
@@ -133,31 +158,51 @@ class RerankerDataModule(L.LightningDataModule):
 
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_ref(self.tokenizer_ref))
         train, held = self._split()
-        corpus = pool_corpus(ex for dataset in self.sources.values() for ex in dataset.examples)
-        bm25, dense = self.make_bm25(corpus=corpus), self.make_dense(corpus=corpus)
+        corpus = self._corpus()
         self.train_questions = [ex for examples in train.values() for ex in examples]
         self.groups = [Group(i, p) for i, ex in enumerate(self.train_questions) for p in gold_passages(ex)]
-        by_bm25 = mine(self.train_questions, bm25, self.mined_depth)
-        by_dense = mine(self.train_questions, dense, self.mined_depth)
-        self.bm25_mined, self.dense_mined = by_bm25.negatives, by_dense.negatives
         held_out = [ex for examples in held.values() for ex in examples]
-        hits = bm25.search([ex.question for ex in held_out], self.val_pool)
-        self.pools = [Pool(ex, [h.passage for h in pool]) for ex, pool in zip(held_out, hits)]
-        self.references = self._references(hits, EmbeddingReranker(dense.embedder))
+        found = from_rank_zero(self.trainer, lambda: self._search(corpus, held_out))
+        self.bm25_mined = [[corpus[r] for r in rows] for rows in found.bm25]
+        self.dense_mined = [[corpus[r] for r in rows] for rows in found.dense]
+        self.pools = [Pool(ex, [corpus[r] for r in rows]) for ex, rows in zip(held_out, found.pools)]
+        self.references = found.references
         self.stats = {
             "corpus": len(corpus),
             "train_questions": {name: len(examples) for name, examples in train.items()},
             "held_back_questions": {name: len(examples) for name, examples in held.items()},
             "groups": len(self.groups),
-            "false_negatives_dropped": {"bm25": by_bm25.dropped, "dense": by_dense.dropped},
+            "false_negatives_dropped": found.dropped,
             "trained_on": {name: [ex.id for ex in examples] for name, examples in train.items()},
             "held_back": {name: [ex.id for ex in examples] for name, examples in held.items()},
         }
-        print(f"reranker data: {len(self.groups)} training groups from {len(self.train_questions)} questions "
-              f"{self.stats['train_questions']}, {len(self.pools)} held back; corpus {len(corpus)} passages; "
-              f"gold-titled hits dropped from the negatives: {by_bm25.dropped} BM25, {by_dense.dropped} dense")  # fmt: skip
-        print("reranker data: held-back pools (BM25 top-{}): {}".format(self.val_pool, ", ".join(
+        report(f"reranker data: {len(self.groups)} training groups from {len(self.train_questions)} questions "
+               f"{self.stats['train_questions']}, {len(self.pools)} held back; corpus {len(corpus)} passages; "
+               f"gold-titled hits dropped from the negatives: {found.dropped['bm25']} BM25, {found.dropped['dense']} dense")  # fmt: skip
+        report("reranker data: held-back pools (BM25 top-{}): {}".format(self.val_pool, ", ".join(
             f"{k.removeprefix('val/')} {v:.3f}" for k, v in self.references.items())))  # fmt: skip
+
+    def _corpus(self) -> list[Passage]:
+        """The training sources' paragraphs, pooled (each passage once)."""
+        return pool_corpus(ex for dataset in self.sources.values() for ex in dataset.examples)
+
+    def _search(self, corpus: list[Passage], held_out: list[QAExample]) -> Searched:
+        """Mine every training question's negatives, pool each held-back question's BM25 top `val_pool`, and measure
+        BM25's and the bi-encoder's own order of those pools (the indexes load from `prepare_data`'s cache)."""
+        bm25, dense = self.make_bm25(corpus=corpus), self.make_dense(corpus=corpus)
+        by_bm25 = mine(self.train_questions, bm25, self.mined_depth)
+        by_dense = mine(self.train_questions, dense, self.mined_depth)
+        hits = bm25.search([ex.question for ex in held_out], self.val_pool)
+        row = {p.id: i for i, p in enumerate(corpus)}
+
+        def rows(lists: list[list[Passage]]) -> list[list[int]]:
+            return [[row[p.id] for p in passages] for passages in lists]
+
+        return Searched(
+            rows(by_bm25.negatives), rows(by_dense.negatives), rows([[h.passage for h in pool] for pool in hits]),
+            self._references(held_out, hits, EmbeddingReranker(dense.embedder)),
+            {"bm25": by_bm25.dropped, "dense": by_dense.dropped},
+        )  # fmt: skip
 
     def _split(self) -> tuple[dict[str, list[QAExample]], dict[str, list[QAExample]]]:
         """Per source, its questions with a gold paragraph in context, a seeded `held_back` share of them apart."""
@@ -172,28 +217,32 @@ class RerankerDataModule(L.LightningDataModule):
             train[name] = [ex for i, ex in enumerate(usable) if i not in out]
             held[name] = [ex for i, ex in enumerate(usable) if i in out]
             if len(usable) < len(dataset.examples):
-                print(f"reranker data: {name}: {len(dataset.examples) - len(usable)} questions without a gold "
-                      "paragraph in their context left out")  # fmt: skip
+                report(f"reranker data: {name}: {len(dataset.examples) - len(usable)} questions without a gold "
+                       "paragraph in their context left out")  # fmt: skip
         return train, held
 
-    def _references(self, hits: list[list[Hit]], biencoder: EmbeddingReranker) -> dict[str, float]:
-        golds = [pool.question.supporting_titles for pool in self.pools]
+    def _references(
+        self, held_out: list[QAExample], hits: list[list[Hit]], biencoder: EmbeddingReranker
+    ) -> dict[str, float]:
+        golds = [ex.supporting_titles for ex in held_out]
         bm25 = [[h.passage.title for h in pool] for pool in hits]
-        reranked = biencoder.rerank([pool.question.question for pool in self.pools], hits, None)
+        reranked = biencoder.rerank([ex.question for ex in held_out], hits, None)
         by_biencoder = [[h.passage.title for h in pool] for pool in reranked]
         return {**order_metrics(bm25, golds, self.ks, "val/bm25_"),
                 **order_metrics(by_biencoder, golds, self.ks, "val/biencoder_")}  # fmt: skip
 
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
+        """`batch_size` groups a step over all devices; under DDP each rank takes its share of the epoch's draw and
+        draws negatives from a generator of its own."""
         n = min(self.groups_per_epoch or len(self.groups), len(self.groups))
-        sampler = RandomSampler(self.groups, num_samples=n, generator=generator)
-        return DataLoader(self.groups, batch_size=self.batch_size, sampler=sampler,
-                          collate_fn=GroupCollator(self, self.seed))  # fmt: skip
+        rank = self.trainer.global_rank if self.trainer is not None else 0
+        return DataLoader(self.groups, batch_size=device_batch(self.batch_size, self.trainer, "groups"),
+                          sampler=EpochDraw(len(self.groups), n, self.seed),
+                          collate_fn=GroupCollator(self, self.seed + rank))  # fmt: skip
 
     def val_dataloader(self) -> DataLoader:
         per_batch = max(1, self.eval_batch_size // max(1, self.val_pool))
-        return DataLoader(self.pools, batch_size=per_batch, collate_fn=self.pool_batch)
+        return DataLoader(self.pools, batch_size=per_batch, sampler=whole_set(self.pools), collate_fn=self.pool_batch)
 
     def pool_batch(self, pools: list[Pool]) -> dict[str, Any]:
         queries = [pool.question.question for pool in pools for _ in pool.candidates]

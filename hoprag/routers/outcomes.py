@@ -18,6 +18,7 @@ skipped and counted, and the back-off never picks its sources.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -279,8 +280,9 @@ class OutcomeLabeller:
     """The labelling run from configs: `method` a PruningRAG config (`_partial_`, as conf/method/pruningrag.yaml),
     `llm` the answering LLM's config, `judge` a CRAG judge's config (null: exact match only, every other
     answer a hallucination). Nothing is built until something is left to answer or judge, so a fully cached
-    rerun loads no model. Called with the router-training questions, it returns their `OutcomeRun`.
-    The cache is `cache_dir/outcomes.jsonl` (null: none)."""
+    rerun loads no model, and `release` lets go of whatever was built. Called with the router-training questions,
+    it returns their `OutcomeRun`. The cache is `cache_dir/outcomes.jsonl` (null: in memory only), read at the
+    first call and kept: a second call answers nothing the first did."""
 
     def __init__(
         self,
@@ -301,6 +303,7 @@ class OutcomeLabeller:
         self.llm: Any = None  # the answering LLM, once something needed answering
         self._partial: Any = None
         self._judge: Judge | None = None
+        self._cache: OutcomeCache | None = None
 
     def available(self, configuration: Configuration) -> bool:
         sources = self.method_cfg.get("sources") or {}
@@ -365,10 +368,29 @@ class OutcomeLabeller:
             self._judge = instantiate(self.judge_cfg)
         return self._judge(items)
 
+    def release(self) -> None:
+        """Let go of the answering LLM, the method (its sources: a web embedder) and the judge, and give their GPU
+        memory back (in-process vLLM engines, process-wide Hugging Face models): the model trained on the labels
+        comes next, and a GPU holds one model at a time."""
+        if self.llm is None and self._judge is None:
+            return
+        import torch
+
+        from hoprag.llm import release_engines
+        from hoprag.llm.hf_loading import clear_model_cache
+
+        self.llm = self._partial = self._judge = None
+        release_engines()
+        clear_model_cache()
+        gc.collect()
+        torch.cuda.empty_cache()  # a no-op without CUDA
+
     def __call__(self, examples: Sequence[QAExample]) -> OutcomeRun:
+        if self._cache is None:
+            self._cache = OutcomeCache(self.cache_path)
         return label_by_outcomes(
             examples, self.configurations, self.method,
-            {c: self.settings(c) for c in self.configurations}, OutcomeCache(self.cache_path),
+            {c: self.settings(c) for c in self.configurations}, self._cache,
             judge=self.judge if self.judge_cfg is not None else None, judge_settings=self.judge_settings(),
             batch_size=self.batch_size, alt_answers=self.alt_answers, mode=self.mode, priority=self.priority,
         )  # fmt: skip

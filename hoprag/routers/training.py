@@ -5,7 +5,8 @@ the target option letter and the end-of-turn token; the loss covers those target
 -100). Examples come from the router-training split (`router_split`: `split_by_context`, or the dataset's own
 split field, CRAG's `split`); their labels are TAT-QA's gold `answer_from` (`labels=gold`) or the paper's
 judged outcomes (`labels=outcome`: `hoprag.routers.outcomes` answers every training question once per source
-and labels it with the sources that answered correctly). A context-disjoint slice of that split selects the
+and labels it with the sources that answered correctly; run by `prepare_data`, which train.py calls before it
+builds the base model, the labelling models released when it ends). A context-disjoint slice of that split selects the
 checkpoint, and the router-evaluation split is never loaded, answered or labelled (`check_disjoint` guards
 it). `val/acc` and `val/macro_f1` read the letter the model ranks first among the option letters' first tokens
 at the answer position: one forward pass, the exact choice of greedy decoding restricted to the options
@@ -46,6 +47,7 @@ from hoprag.routers.options import OptionSet, prompt_version
 from hoprag.routers.outcomes import OutcomeRun
 from hoprag.routers.router import check_none_policy, option_set
 from hoprag.training.budget import WallClockBudget
+from hoprag.training.distributed import device_batch, from_rank_zero, report, whole_set
 from hoprag.training.exports import SETTINGS_FILE, question_record
 from hoprag.training.sampler import LengthGroupedSampler
 from hoprag.training.splits import check_disjoint, split_by_context
@@ -189,10 +191,22 @@ class SourceRouterDataModule(L.LightningDataModule):
         self.seed = seed
         self.sets: dict[str, list[dict[str, Any]]] = {}
         self.trained_on: list[QAExample] = []
+        self.prepare_data_per_node = False  # the labels are read on global rank 0 alone (`setup`)
 
     @property
     def tokenizer(self) -> Any:
         return load_tokenizer(self.tokenizer_ref, self.cache_dir)
+
+    def prepare_data(self) -> None:
+        """The tokenizer (a GGUF's converted folder, cached) and, with `labels=outcome`, the labelling run over the
+        training split (its answers and outcomes cached), once, then the labeller's models released: train.py calls
+        this before it builds the router's base model and before DDP starts its other processes, so the labelling
+        engine and the model being trained never share a GPU, and no process group is open while an engine runs."""
+        load_tokenizer(self.tokenizer_ref, self.cache_dir)
+        if self.labels == "outcome":
+            self.labeller(router_split(self.data.examples, self.eval_fraction, self.split_seed, self.eval_split)[0])
+            if release := getattr(self.labeller, "release", None):  # OutcomeLabeller's; a bare callable holds nothing
+                release()
 
     def setup(self, stage: str | None = None) -> None:
         if self.sets:
@@ -204,8 +218,8 @@ class SourceRouterDataModule(L.LightningDataModule):
         check_disjoint(fit, val)
         self.trained_on = train  # fit and selection questions both shape the exported adapter
         if leaked := len(examples) - len(train) - len(evaluation):
-            print(f"router split: {leaked} training questions dropped as they share a context or text with "
-                  f"an evaluation question")  # fmt: skip
+            report(f"router split: {leaked} training questions dropped as they share a context or text with "
+                   f"an evaluation question")  # fmt: skip
         target = self._labels(train)  # the training split only: evaluation questions are never answered
         lengths = []
         for name, part in (("fit", fit), ("val", val)):
@@ -221,17 +235,18 @@ class SourceRouterDataModule(L.LightningDataModule):
                 raise ValueError(f"no {name} example fits max_length={self.max_length} (longest {max(lengths)})")
         counts = {name: len(items) for name, items in self.sets.items()}
         dropped = len(lengths) - sum(counts.values())
-        print(f"router SFT data: {counts} questions (fit / select; {len(evaluation)} held out for evaluation), "
-              f"options {self.options.name}, {min(lengths)}-{max(lengths)} tokens, "
-              f"{dropped} dropped over max_length {self.max_length}")  # fmt: skip
+        report(f"router SFT data: {counts} questions (fit / select; {len(evaluation)} held out for evaluation), "
+               f"options {self.options.name}, {min(lengths)}-{max(lengths)} tokens, "
+               f"{dropped} dropped over max_length {self.max_length}")  # fmt: skip
 
     def _labels(self, train: Sequence[QAExample]) -> dict[str, tuple[str, ...]]:
-        """Each training question's target sources, by id."""
+        """Each training question's target sources, by id; outcome labels read on global rank 0 alone (from the
+        labelling run of `prepare_data`) and handed to the other ranks."""
         if self.labels == "gold":
             return {ex.id: sources for ex, sources in zip(train, gold_labels(train))}
-        run = self.labeller(train)
+        run = from_rank_zero(self.trainer, lambda: self.labeller(train))
         self.label_summary = run.summary
-        print(f"router labels from outcomes: {json.dumps(run.summary)}")
+        report(f"router labels from outcomes: {json.dumps(run.summary)}")
         return {ex.id: label for ex, label in zip(train, run.labels)}
 
     def _collate(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -239,16 +254,20 @@ class SourceRouterDataModule(L.LightningDataModule):
         return collate(items, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id, self.share_prefix)
 
     def train_dataloader(self) -> DataLoader:
+        """`batch_size` questions a step over all devices (Lightning shards them, or the length-grouped batches,
+        under DDP)."""
         items = self.sets["fit"]
+        batch_size = device_batch(self.batch_size, self.trainer, "questions")
         if self.length_grouped:  # less padding: the questions, not the shared prompt, set a batch's width
             lengths = [len(item["input_ids"]) for item in items]
-            sampler = LengthGroupedSampler(lengths, self.batch_size, seed=self.seed)
+            sampler = LengthGroupedSampler(lengths, batch_size, seed=self.seed)
             return DataLoader(items, batch_sampler=sampler, collate_fn=self._collate)
         generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(items, self.batch_size, shuffle=True, generator=generator, collate_fn=self._collate)
+        return DataLoader(items, batch_size, shuffle=True, generator=generator, collate_fn=self._collate)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.sets["val"], self.eval_batch_size, collate_fn=self._collate)
+        val = self.sets["val"]
+        return DataLoader(val, self.eval_batch_size, sampler=whole_set(val), collate_fn=self._collate)
 
 
 class SourceRouterModule(L.LightningModule):

@@ -5,8 +5,9 @@ the learning-rate schedule its progress: the larger of the step share and the bu
 run warms up and anneals to 0 within its budget, and an untimed one by its last step. A run the budget cut short
 says so when training ends (how many of its planned steps it took), since fewer steps change what it exports: on
 a machine busy with other jobs the same command trains less. A timed run logs `train/steps` and
-`train/steps_planned` to its loggers either way. A module builds it from
-its `train_minutes` hyperparameter and returns it from `configure_callbacks`; the config keys stay the module's.
+`train/steps_planned` to its loggers either way. Under DDP every rank reads rank 0's clock, once a step, so all
+step with the same learning rate and stop at the same step. A module builds it from its `train_minutes`
+hyperparameter and returns it from `configure_callbacks`; the config keys stay the module's.
 """
 
 from __future__ import annotations
@@ -42,18 +43,24 @@ class WallClockBudget(L.Callback):
         self.minutes = minutes
         self.started: float | None = None
         self.cut: tuple[int, int, int] | None = None  # (steps taken, planned, epoch) when the budget stopped training
+        self.shared: float | None = None  # under DDP: rank 0's share spent, as of this step
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.started = time.monotonic()
 
     def fraction(self) -> float:
-        """Share of the budget used so far (0 without a budget, or before training starts)."""
+        """Share of the budget used so far (0 without a budget, or before training starts); under DDP rank 0's."""
         if not self.minutes or self.started is None:
             return 0.0
+        return self.shared if self.shared is not None else self._elapsed()
+
+    def _elapsed(self) -> float:
         return (time.monotonic() - self.started) / (60 * self.minutes)
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
         # checked once a step, after its forward pass: the budget is spent, so Lightning validates and stops
+        if self.minutes and trainer.world_size > 1:  # ranks' clocks differ a little: rank 0's decides for all
+            self.shared = trainer.strategy.broadcast(self._elapsed(), src=0)
         if self.fraction() >= 1.0:
             trainer.should_stop = True
             if self.cut is None:

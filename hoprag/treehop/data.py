@@ -2,8 +2,9 @@
 
 The questions and the pooled paragraphs of the training file are encoded once by the frozen embedder and
 kept in `<cache>/treehop/<embedder>-<fingerprint>.npz`, keyed by the embedder's description and the texts,
-so later runs skip the encoder; an `open_corpus` (e.g. every bundled passage) is cached on its own file and
-appended to the index. A slice of the trees (`dev_fraction`, seeded) is held aside: validation runs real tree
+so later runs skip the encoder (`prepare_data` encodes once, before DDP's other processes start; every rank's
+`setup` reads the files); an `open_corpus` (e.g. every bundled passage) is cached on its own file and appended to
+the index. A slice of the trees (`dev_fraction`, seeded) is held aside: validation runs real tree
 retrieval for those questions over the open corpus and every training pool (without an open corpus: the main
 training pool), so the epoch is never picked on the evaluation set. Each positive gets `n_negatives` of its
 question's own paragraphs, resampled every batch, plus optionally `corpus_negatives` random paragraphs of the
@@ -23,6 +24,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from hoprag.data.types import Passage
 from hoprag.paths import cache_root
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
+from hoprag.training.distributed import device_batch, report, whole_set, write_atomically
 from hoprag.treehop.trees import Tree, build_trees
 
 log = logging.getLogger(__name__)
@@ -58,14 +61,20 @@ class Embedded:
     titles: list[str]
 
 
-def embed_cached(questions: list[str], passages: list[Passage], embedder: Embedder, cache_dir: Path | None) -> Embedded:
-    """Encode questions and passages, or load them from the cache file named by what determines them."""
+def cache_path(questions: list[str], passages: list[Passage], embedder: Embedder, cache_dir: Path) -> Path:
+    """The cache file named by what determines the vectors: the embedder's description and the texts."""
     key = json.dumps({"embedder": embedder.describe(), "query_prefix": embedder.query_prefix}, sort_keys=True)
     digest = hashlib.sha256(key.encode())
     digest.update(corpus_fingerprint(passages).encode())
     digest.update("\n".join(questions).encode())
-    path = None if cache_dir is None else cache_dir / f"{embedder.name.replace('/', '_')}-{digest.hexdigest()[:16]}.npz"
-    if path is not None and path.is_file():
+    return cache_dir / f"{embedder.name.replace('/', '_')}-{digest.hexdigest()[:16]}.npz"
+
+
+def embed_cached(questions: list[str], passages: list[Passage], embedder: Embedder, cache_dir: Path) -> Embedded:
+    """Encode questions and passages, or load them from their cache file (`cache_path`); a file encoded here is
+    written whole under a name of its own first, so a reader never meets half of one."""
+    path = cache_path(questions, passages, embedder, cache_dir)
+    if path.is_file():
         with np.load(path) as saved:
             log.info("loaded cached embeddings from %s", path)
             q, p = saved["questions"], saved["passages"]
@@ -76,11 +85,7 @@ def embed_cached(questions: list[str], passages: list[Passage], embedder: Embedd
         p = np.concatenate(chunks) if chunks else embedder.encode_passages([])
         print(f"treehop data: encoded {len(questions)} questions and {len(passages)} passages with {embedder.name} "
               f"in {time.perf_counter() - started:.1f} s")  # fmt: skip
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npz")
-            np.savez(tmp, questions=q, passages=p)
-            tmp.replace(path)
+        write_atomically(path, lambda f: np.savez(f, questions=q, passages=p))
     return Embedded(q.astype(np.float32), p.astype(np.float32), [x.id for x in passages], [x.title for x in passages])
 
 
@@ -215,26 +220,31 @@ class TreeHopDataModule(L.LightningDataModule):
     def dim(self) -> int:
         return self.embedded.passages.shape[1]
 
+    def prepare_data(self) -> None:
+        """Encode what the cache lacks, once: train.py calls this before DDP starts its other processes (Lightning
+        again on each node's rank 0, the others waiting), so every rank's `setup` only reads the files."""
+        per_source, _, pool = self._trees_and_pools()
+        questions = [t.question for trees, _ in per_source for t in trees]
+        for texts, passages in self._encodings(questions, pool):
+            if not cache_path(texts, passages, self.embedder, self.cache_dir).is_file():
+                embed_cached(texts, passages, self.embedder, self.cache_dir)
+
     def setup(self, stage: str | None = None) -> None:
         if self.embedded is not None:
             return
-        per_source, self.tree_counts = [], {}  # tree_counts: per source, for the training run to write out
-        for dataset in (self.dataset, *self.extra):
-            trees, skipped = build_trees(dataset.examples)
+        per_source, main_pool, pool = self._trees_and_pools()
+        self.tree_counts = {}  # per source, for the training run to write out
+        for dataset, (trees, skipped) in zip((self.dataset, *self.extra), per_source):
             self.tree_counts[dataset.name] = {"trees": len(trees), "questions": len(dataset), "skipped": dict(skipped)}
-            print(f"treehop data: {len(trees)} trees from {len(dataset)} questions of {dataset.name}, skipped {dict(skipped)}")
-            per_source.append(trees)
-        trees = per_source[0]
+            report(f"treehop data: {len(trees)} trees from {len(dataset)} questions of {dataset.name}, "
+                   f"skipped {dict(skipped)}")
+        trees = per_source[0][0]
         if len(trees) < 2:
             raise ValueError(f"{self.dataset!r} gives {len(trees)} trainable trees; TreeHop needs at least 2")
-        main_pool = pool_corpus(self.dataset.examples)
-        pool = unique_passages([*main_pool, *pool_corpus(ex for d in self.extra for ex in d.examples)])
-        everything = [t for source in per_source for t in source]
+        everything = [t for source, _ in per_source for t in source]
         questions = [t.question for t in everything]
-        if self.open_corpus:
-            self.embedded = self._embed_with_open_corpus(questions, pool)
-        else:
-            self.embedded = embed_cached(questions, pool, self.embedder, self.cache_dir)
+        encoded = [embed_cached(*part, self.embedder, self.cache_dir) for part in self._encodings(questions, pool)]
+        self.embedded = self._with_open_corpus(pool, *encoded) if self.open_corpus else encoded[0]
         # the dev slice retrieves from the whole index when there is an open corpus, else from its own pool only
         self.n_val_passages = len(self.embedded.passage_ids) if self.open_corpus else len(main_pool)
         self.row_of = {pid: i for i, pid in enumerate(self.embedded.passage_ids)}
@@ -242,26 +252,43 @@ class TreeHopDataModule(L.LightningDataModule):
         order = np.random.default_rng(self.seed).permutation(len(trees))
         n_dev = max(1, round(self.dev_fraction * len(trees))) if self.dev_fraction > 0 else 0
         self.dev_trees = [trees[i] for i in sorted(order[:n_dev])]
-        self.train_trees = [trees[i] for i in sorted(order[n_dev:])] + [t for source in per_source[1:] for t in source]
+        extra = [t for source, _ in per_source[1:] for t in source]
+        self.train_trees = [trees[i] for i in sorted(order[n_dev:])] + extra
         if self.mined_negatives:
             self.mined = self._mine(self.train_trees)
 
-    def _embed_with_open_corpus(self, questions: list[str], pool: list[Passage]) -> Embedded:
-        """The training pool's rows (in order), then the open corpus's passages the pool lacks (by id). The open
-        corpus is encoded and cached on its own, so a change of training data does not encode its ~13k passages
-        again, and the pool's passages it holds are taken from it rather than encoded twice."""
+    def _trees_and_pools(self) -> tuple[list[tuple[list[Tree], Counter]], list[Passage], list[Passage]]:
+        """Per source (`train`, then `extra`) its trees and what was skipped; the pooled paragraphs of `train`;
+        those of every source, each passage once."""
+        per_source = [build_trees(dataset.examples) for dataset in (self.dataset, *self.extra)]
+        main_pool = pool_corpus(self.dataset.examples)
+        extra_pool = pool_corpus(ex for d in self.extra for ex in d.examples)
+        return per_source, main_pool, unique_passages([*main_pool, *extra_pool])
+
+    def _encodings(self, questions: list[str], pool: list[Passage]) -> list[tuple[list[str], list[Passage]]]:
+        """What is encoded and cached apart: the questions with the training pool; with an open corpus, that
+        corpus first on its own (a change of training data does not encode its ~13k passages again), then the
+        questions with the pool's passages it lacks (none is encoded twice)."""
+        if not self.open_corpus:
+            return [(questions, pool)]
         passages = []
         for source in self.open_corpus:
             is_file = isinstance(source, str | os.PathLike)
             passages += read_corpus(ensure_file(source, self.dataset.root)) if is_file else source.corpus()
-        opened = embed_cached([], unique_passages(passages), self.embedder, self.cache_dir)
+        opened = unique_passages(passages)
+        in_open = {p.id for p in opened}
+        return [([], opened), (questions, [p for p in pool if p.id not in in_open])]
+
+    def _with_open_corpus(self, pool: list[Passage], opened: Embedded, own: Embedded) -> Embedded:
+        """The training pool's rows (in order, each vector from whichever encoding holds it), then the open
+        corpus's passages the pool lacks (by id)."""
         open_row = {pid: i for i, pid in enumerate(opened.passage_ids)}
-        own = embed_cached(questions, [p for p in pool if p.id not in open_row], self.embedder, self.cache_dir)
         own_row = {pid: i for i, pid in enumerate(own.passage_ids)}
         vectors = [own.passages[own_row[p.id]] if p.id in own_row else opened.passages[open_row[p.id]] for p in pool]
         in_pool = {p.id for p in pool}
         rest = [i for i, pid in enumerate(opened.passage_ids) if pid not in in_pool]
-        print(f"treehop data: open corpus of {len(opened.passage_ids)} passages, {len(rest)} not in the training pools")
+        report(f"treehop data: open corpus of {len(opened.passage_ids)} passages, {len(rest)} not in the training "
+               "pools")
         ids = [p.id for p in pool] + [opened.passage_ids[i] for i in rest]
         titles = [p.title for p in pool] + [opened.titles[i] for i in rest]
         return Embedded(own.questions, np.concatenate([np.stack(vectors), opened.passages[rest]]), ids, titles)
@@ -316,13 +343,17 @@ class TreeHopDataModule(L.LightningDataModule):
         return mined
 
     def train_dataloader(self) -> DataLoader:
+        """`batch_size` trees a step over all devices; Lightning shards the shuffled trees under DDP, and each rank
+        draws its negatives from a generator of its own."""
+        rank = self.trainer.global_rank if self.trainer is not None else 0
         return DataLoader(
-            self.train_trees, batch_size=self.batch_size, shuffle=True, collate_fn=TreeCollator(self, self.seed),
-            generator=torch.Generator().manual_seed(self.seed),
+            self.train_trees, batch_size=device_batch(self.batch_size, self.trainer, "trees"), shuffle=True,
+            collate_fn=TreeCollator(self, self.seed + rank), generator=torch.Generator().manual_seed(self.seed),
         )  # fmt: skip
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.dev_trees, batch_size=self.val_batch_size, collate_fn=list)
+        return DataLoader(self.dev_trees, batch_size=self.val_batch_size, sampler=whole_set(self.dev_trees),
+                          collate_fn=list)  # fmt: skip
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):  # noqa: ANN001, ANN201
         if isinstance(batch, TreeBatch):

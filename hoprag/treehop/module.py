@@ -27,7 +27,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
+from hoprag.training.distributed import report
 from hoprag.treehop.checkpoint import EXPORT_FILE
 from hoprag.treehop.data import TreeBatch, TreeCollator, TreeHopDataModule
 from hoprag.treehop.model import TreeHop
@@ -97,10 +99,12 @@ class TreeHopModule(L.LightningModule):
             return
         self.model = self.build_model(dim=self.data.dim)
         self.embedder_info = self.data.embedder.describe_encoding()
-        print(f"TreeHop: {self.model.n_parameters():,} parameters {self.model.config}")
+        report(f"TreeHop: {self.model.n_parameters():,} parameters {self.model.config}")
         emb = self.data.embedded
         self.register_buffer("questions", torch.from_numpy(emb.questions), persistent=False)
         self.register_buffer("passages", torch.from_numpy(emb.passages), persistent=False)
+        # the same frozen vectors on every rank (the cache): DDP would broadcast them from rank 0 every step
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(self, ["questions", "passages"])
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """AdamW; the learnt scalars α and β get `scale_lr` (null: `lr`): Adam moves a parameter by about lr a step,
@@ -229,7 +233,7 @@ class TreeHopModule(L.LightningModule):
             logger.log_metrics(metrics, step=0)
         at = f"@{self.hparams.top_k}_hop{min(2, self.hparams.val_hops)}"
         treehop, qc = metrics[f"val/recall{at}"], metrics[f"val/qc_recall{at}"]
-        print(f"TreeHop untrained: val/recall{at} {treehop:.2f}, q − c {qc:.2f}")
+        report(f"TreeHop untrained: val/recall{at} {treehop:.2f}, q − c {qc:.2f}")
 
     def validation_step(self, trees: list[Tree], batch_idx: int) -> None:
         self._val.append(self._val_row(trees))

@@ -18,10 +18,11 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 
 from hoprag.data.nli import NLIPair, load_nli
 from hoprag.paths import data_root
+from hoprag.training.distributed import device_batch, whole_set
 from hoprag.training.sampler import LengthGroupedSampler
 from hoprag.utils.bundled import resolve_model_ref
 
@@ -154,13 +155,15 @@ class NLIDataModule(L.LightningDataModule):
         return self.tokenizer.pad(features, return_tensors="pt")
 
     def train_dataloader(self) -> DataLoader:
+        """`batch_size` pairs a step over all devices (Lightning shards the pairs, or the length-grouped batches,
+        under DDP)."""
         assert self.train_set is not None
+        batch_size = device_batch(self.batch_size, self.trainer, "pairs")
         if self.length_grouped:
-            sampler = LengthGroupedSampler(self.train_set.lengths, self.batch_size, seed=self.seed)
+            sampler = LengthGroupedSampler(self.train_set.lengths, batch_size, seed=self.seed)
             return DataLoader(self.train_set, batch_sampler=sampler, collate_fn=self._collate, num_workers=self.num_workers)
-        return DataLoader(
-            self.train_set, self.batch_size, shuffle=True, collate_fn=self._collate, num_workers=self.num_workers
-        )
+        return DataLoader(self.train_set, batch_size, shuffle=True, collate_fn=self._collate,
+                          num_workers=self.num_workers)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [self._eval_loader(self.val_sets[name]) for name in self.val_names]
@@ -169,6 +172,7 @@ class NLIDataModule(L.LightningDataModule):
         return [self._eval_loader(self.test_sets[name]) for name in self.test_names]
 
     def _eval_loader(self, dataset: TokenizedPairs) -> DataLoader:
-        order = sorted(range(len(dataset)), key=dataset.lengths.__getitem__)  # order does not change accuracy
-        batches = [order[i : i + self.eval_batch_size] for i in range(0, len(order), self.eval_batch_size)]
-        return DataLoader(dataset, batch_sampler=batches, collate_fn=self._collate, num_workers=self.num_workers)
+        """The whole set on every rank, in batches of similar length (the order does not change accuracy)."""
+        by_length = Subset(dataset, sorted(range(len(dataset)), key=dataset.lengths.__getitem__))
+        return DataLoader(by_length, self.eval_batch_size, sampler=whole_set(by_length), collate_fn=self._collate,
+                          num_workers=self.num_workers)  # fmt: skip

@@ -63,7 +63,7 @@ def test_a_resume_with_another_lr_is_refused_before_anything_is_built(compose_cf
 
     proc = train(*SHRUNK, "model.module.lr=1e-3", run_dir=tmp_path, cache=tmp_path / "cache")
     out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 1 and "model.module.lr: saved 0.0003, requested 0.001" in out
+    assert proc.returncode == 2 and "model.module.lr: saved 0.0003, requested 0.001" in out
     assert "trainer.max_epochs" not in out.split("ResumeRefused")[-1]
     assert {p: p.read_bytes() for p in before} == before and not (tmp_path / ".hydra").exists()
 

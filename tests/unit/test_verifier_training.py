@@ -219,7 +219,8 @@ def test_overlapping_slices_of_different_roles_are_refused(val, test, clash):
 
 def test_time_budget_anneals_the_learning_rate_to_zero_and_stops(datamodule):
     module = NLIVerifierModule(BACKBONE, lr=1e-4, head_lr=1e-3, train_minutes=10, warmup_ratio=0.0)
-    module._trainer = SimpleNamespace(estimated_stepping_batches=100, should_stop=False, global_step=10, current_epoch=0)
+    module._trainer = SimpleNamespace(estimated_stepping_batches=100, should_stop=False, global_step=10, current_epoch=0,
+                                     world_size=1)
     module.log = lambda *a, **kw: None
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
