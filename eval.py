@@ -8,7 +8,8 @@ Writes `predictions.jsonl` and `metrics.json` to the run directory, logs the met
 ends with a table of the headline means (`hoprag/evaluation/summary.py`; `verbose=true` also shows the
 libraries' own messages). Rerunning with the same `hydra.run.dir` resumes a killed run (or extends it to a larger `limit`);
 a rerun whose method, data files, LLM, retriever or metrics differ from the run's `run_fingerprint.json` is
-refused, naming the differing keys, before anything in the directory changes; `overwrite=true` starts
+refused, naming the differing keys, before anything in the directory changes, and so is a second process on a
+run directory another one holds (hoprag/utils/run_lock.py: it names the holder); `overwrite=true` starts
 afresh, removing the old run only once the data, the config and the LLM's capabilities have passed their
 checks. Secrets (`llm.api_key=...`) are redacted in everything written (hoprag/utils/secrets.py). Returns
 `optimized_metric` (default f1; a list for a multi-objective search; capped by `budget`) for sweepers:
@@ -32,7 +33,7 @@ from hoprag.evaluation.predictions import PredictionFile
 from hoprag.evaluation.runner import PREDICTIONS, build, method_name, refuse_mixing, require_method, run
 from hoprag.evaluation.summary import format_summary
 from hoprag.llm import release_engines
-from hoprag.utils import progress, provenance, quiet
+from hoprag.utils import progress, provenance, quiet, run_lock
 from hoprag.utils.loggers import log_run
 from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
@@ -56,7 +57,8 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> float:
     try:
-        return evaluate(cfg)
+        with run_lock.hold(cfg.paths.output_dir, "eval.py"):  # one writer per run directory, before it is read
+            return evaluate(cfg)
     finally:  # an in-process engine lives as long as its job: the next job of a multirun finds the GPU free
         release_engines()
 

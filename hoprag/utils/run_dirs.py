@@ -19,11 +19,14 @@ from typing import TypeVar
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from hoprag.utils import run_lock
+
 log = logging.getLogger(__name__)
 
-# What a run directory holds before the run has produced anything: Hydra's job log and saved config, and the
-# settings fingerprint written when a run starts afresh.
-BOOKKEEPING = frozenset({".hydra", "run_fingerprint.json"})
+# What a run directory holds before the run has produced anything: Hydra's job log and saved config, the
+# settings fingerprint written when a run starts afresh, and the lock file that stays after a run lets go (its
+# holder's record is not bookkeeping: a directory another process holds is never removed).
+BOOKKEEPING = frozenset({".hydra", "run_fingerprint.json", run_lock.LOCK})
 T = TypeVar("T")
 
 
