@@ -49,6 +49,8 @@ def question_info(dataset: QADataset) -> dict[str, Any]:
         info["sample"] = {"n": dataset.sample, "seed": dataset.seed, "ids": [ex.id for ex in examples]}
     if getattr(dataset, "exclude_trained", None) is not None:  # the trained model's questions, left out
         info["excluded_trained"] = {"export": dataset.exclude_trained, "n": dataset.excluded}
+    if getattr(dataset, "exclude_questions", None):  # few-shot exemplars' questions, left out
+        info["excluded_exemplars"] = {"n": dataset.exemplars_excluded}
     return info
 
 

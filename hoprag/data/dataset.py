@@ -21,7 +21,7 @@ from typing import Any
 from hoprag.data.corpus import pool_corpus, read_corpus, unique_passages
 from hoprag.data.corpus_store import CorpusStore
 from hoprag.data.fetch import ensure_file
-from hoprag.data.heldout import held_out, trained_on
+from hoprag.data.heldout import held_out, question_key, trained_on
 from hoprag.data.loading import load_questions
 from hoprag.data.store_build import open_corpus_store
 from hoprag.data.types import Passage, QAExample
@@ -38,7 +38,9 @@ class QADataset:
     reports). Both drop questions as the file is read, before `limit`. `exclude_trained` (a trained router's or
     classifier's export folder) leaves out, after `limit`, the questions it was trained on (same id, context or
     text: `excluded` counts them), so that the export can be evaluated on the rest of a file it was partly
-    trained on. `limit` keeps the first N questions in
+    trained on. `exclude_questions` leaves out, likewise, the questions with these texts (up to case and spacing):
+    those a method shows as few-shot exemplars (`exemplars_excluded` counts them). `limit` keeps the first N
+    questions in
     file order (no shuffling, so subsets are nested and reproducible); `sample` then draws N of them at random
     with `seed` (as PruneRAG and TreeRare evaluate 500 random questions), kept in file order. The closed
     corpus always pools every question of the file, so `limit` and `sample` change which questions are asked,
@@ -69,6 +71,7 @@ class QADataset:
         extra_corpus: Mapping[str, QADataset | str] | Sequence[QADataset | str] = (),
         index_dir: str | None = None,
         exclude_trained: str | None = None,
+        exclude_questions: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.split = split
@@ -86,6 +89,8 @@ class QADataset:
         self.index_dir = index_dir
         self.exclude_trained = exclude_trained
         self.excluded = 0  # questions left out as the `exclude_trained` model's training questions
+        self.exclude_questions = {" ".join(q.lower().split()) for q in exclude_questions}  # as `question_key`
+        self.exemplars_excluded = 0  # questions left out as `exclude_questions` (few-shot exemplars)
         self._corpus: list[Passage] | CorpusStore | None = None
 
     def _load(self, limit: int | None) -> list[QAExample]:
@@ -104,6 +109,9 @@ class QADataset:
         if self.exclude_trained is not None:
             kept = held_out(examples, trained_on(self.exclude_trained))
             self.excluded, examples = len(examples) - len(kept), kept
+        if self.exclude_questions:
+            kept = [ex for ex in examples if question_key(ex) not in self.exclude_questions]
+            self.exemplars_excluded, examples = len(examples) - len(kept), kept
         if self.sample is None:
             return examples
         if not 1 <= self.sample <= len(examples):
@@ -136,3 +144,4 @@ class QADataset:
 
     def __repr__(self) -> str:
         return f"QADataset(name={self.name!r}, questions={self.questions!r}, root={str(self.root)!r})"
+

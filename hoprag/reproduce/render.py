@@ -122,6 +122,9 @@ def intro(report: Report) -> list[str]:
         f"Paper: {t.digest}. Each cell: paper / hoprag (Δ = hoprag − paper). Paired tests against {baseline}.",
         f"Every run: `{as_lines(scale.overrides) or '(the defaults)'}`. {COST_NOTE}",
     ]
+    narrowed = [f"{row.name} `{as_lines(row.narrowed)}`" for row in t.rows if row.narrowed]
+    if report.scale == "rehearsal" and narrowed:
+        lines.append(f"Searches narrowed for the rehearsal (the paper's widths at scale=paper): {'; '.join(narrowed)}.")
     if scale.settings:
         lines.append("The paper's settings: " + "; ".join(f"{k} {v}" for k, v in scale.settings.items()) + ".")
     if report.questions:

@@ -15,7 +15,9 @@ digest's caveats, and per scale the overrides every job shares and what is skipp
             the figure, or {value, note} with the digest's caveat; value null where the paper's is not recoverable)
 
 An override list may be given for every scale (a list) or per scale (`{all: [...], smoke: [...], paper: [...]}`);
-so may a skip reason (a string, or `{smoke: reason}`) and a row's requirements.
+so may a skip reason (a string, or `{smoke: reason}`) and a row's requirements. A row's overrides may also name
+`rehearsal: [...]`: search widths (`REHEARSAL_WIDTHS`) narrowed for the rehearsal only, after the paper's, so
+that a search too wide for a CPU still runs every code path; the rehearsal's report lists them.
 
 A third scale, `rehearsal`, is no section of a table config: it is the paper scale's every job, settings and
 file layout, run here with stand-ins for what needs a GPU, the hub, a served model or the full data
@@ -32,6 +34,8 @@ from hoprag.utils.refusals import Refusal
 
 SCALES = ("smoke", "paper", "rehearsal")
 GIVEN = ("smoke", "paper")  # the scales a table config writes; rehearsal is the paper scale's, rehearsed
+# the settings a row may narrow for the rehearsal: how wide a search is, never how deep or what it reads
+REHEARSAL_WIDTHS = ("method.branching", "method.breadth", "method.evaluations", "method.samples")
 
 
 class TableError(Refusal, ValueError):
@@ -136,6 +140,7 @@ class Row:
     requires: dict[str, tuple[Requirement, ...]]
     keys: dict[str, Reading]
     paper: dict[tuple[str, str], Figure]
+    narrowed: tuple[str, ...] = ()  # the rehearsal's narrower search widths (already in overrides["rehearsal"])
 
 
 @dataclass(frozen=True)
@@ -263,18 +268,36 @@ def _row(spec: Mapping[str, Any], groups: Mapping[str, Group], metrics: Mapping[
     if unknown:
         raise ValueError(f"row {row_id!r} names unknown groups or metrics: {sorted(unknown)}")
     requires = _per_scale(spec.get("requires"), f"rows.{row_id}.requires")
+    given, narrowed = _narrowed(spec.get("overrides"), row_id)
+    overrides = _per_scale(given, f"rows.{row_id}.overrides")
+    overrides["rehearsal"] += narrowed
     return Row(
         id=row_id,
         name=str(spec.get("name", row_id)),
         run=str(spec.get("run", row_id)),
-        overrides=_per_scale(spec.get("overrides"), f"rows.{row_id}.overrides"),
+        overrides=overrides,
         group_overrides={g: _per_scale(v.get("overrides"), f"rows.{row_id}.groups.{g}") for g, v in per_group.items()},
         skip=_reasons(spec.get("skip"), f"rows.{row_id}.skip"),
         group_skip={g: _reasons(v.get("skip"), f"rows.{row_id}.groups.{g}.skip") for g, v in per_group.items()},
         requires={s: tuple(Requirement(str(r["path"]), str(r["command"])) for r in items) for s, items in requires.items()},
         keys={m: _reading({**_as_mapping(metrics[m].reading), **_as_mapping(v)}) for m, v in (spec.get("keys") or {}).items()},
         paper={_cell(k): _figure(v) for k, v in (spec.get("paper") or {}).items()},
+        narrowed=narrowed,
     )  # fmt: skip
+
+
+def _narrowed(overrides: Any, row_id: str) -> tuple[Any, tuple[str, ...]]:
+    """A row's overrides without their `rehearsal` list, and that list: each a search width set to a positive
+    integer (`REHEARSAL_WIDTHS`), as nothing else may differ between a rehearsal and the paper's run."""
+    if not isinstance(overrides, Mapping) or "rehearsal" not in overrides:
+        return overrides, ()
+    narrowed = tuple(str(o) for o in overrides["rehearsal"] or ())
+    for item in narrowed:
+        key, _, value = item.partition("=")
+        if key not in REHEARSAL_WIDTHS or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"row {row_id!r}: rehearsal override {item!r}: only a search width ("
+                             f"{', '.join(REHEARSAL_WIDTHS)}) set to a positive integer")  # fmt: skip
+    return {k: v for k, v in overrides.items() if k != "rehearsal"}, narrowed
 
 
 def _as_mapping(reading: Reading | str | Mapping[str, Any]) -> dict[str, Any]:

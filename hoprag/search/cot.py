@@ -5,7 +5,8 @@ The prompts ask for TreeRare's answer form (spec/treerare.md §3 items 4 and 6, 
 "Let's think step by step" (Kojima et al. 2022), or few-shot with 3 in-dataset exemplars
 (`hoprag/search/cot_exemplars.py`), each with or without the retriever's passages (a shortenable context,
 fitted to the LLM's input budget and counted by `hoprag.llm.prompts`). `task: ambiguous` asks for a long-form
-answer holding every correct answer (TreeRare's ASQA / AmbigDocs form).
+answer holding every correct answer after `#FINAL:` (TreeRare's ASQA / AmbigDocs form), as the ASQA and
+AmbigDocs exemplars show it.
 
 `read_final` reads a reply: the answer is the extractor's reading of the text after the last FINAL marker
 (so "The answer is X." gives "X"); without the marker it is the extractor's reading of the whole reply, the
@@ -20,13 +21,16 @@ from typing import Any
 
 from hoprag.data.types import Passage
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat, Prompt
-from hoprag.search.cot_exemplars import Exemplar
+from hoprag.search.cot_exemplars import Exemplar, LongFormExemplar
 from hoprag.search.treerare.parsing import final_answer
 
 MODES = ("zero_shot", "few_shot")
 TASKS = ("multihop", "ambiguous")
 TRIGGER = "Let's think step by step."
-FORMAT = "#Explanations: <your reasoning, step by step>\n#FINAL: The answer is <a short answer of a few words>."
+ANSWER_LINES = {  # the final line each task asks for (few-shot exemplars show theirs: `Exemplar.final`)
+    "multihop": "#FINAL: The answer is <a short answer of a few words>.",
+    "ambiguous": "#FINAL: <a long-form answer that contains every correct answer>",
+}
 AMBIGUOUS = (
     " The question may be ambiguous and have several correct answers: then the final answer is a long-form"
     " answer that contains all of them."
@@ -63,10 +67,17 @@ class CoTPrompt:
             raise ValueError(f"method.task must be one of {TASKS}, got {self.task!r}")
         if self.mode == "few_shot" and not self.exemplars:
             raise ValueError("method.mode=few_shot needs exemplars (method.exemplars=<dataset>)")
+        if self.task != "ambiguous" and any(isinstance(e, LongFormExemplar) for e in self.exemplars):
+            raise ValueError("the ASQA and AmbigDocs exemplars answer in long form: set method.task=ambiguous")
 
     @property
     def few_shot(self) -> bool:
         return self.mode == "few_shot"
+
+    @property
+    def answer_line(self) -> str:
+        """The task's final line: a short answer (multi-hop) or a long-form one (ambiguous)."""
+        return ANSWER_LINES[self.task]
 
     def instructions(self, lead: str) -> str:
         """`lead` plus the ambiguous-task note."""
@@ -81,7 +92,8 @@ class CoTPrompt:
 
     def __call__(self, question: str, passages: Sequence[Passage] | None = None) -> Prompt | ContextPrompt:
         """The CoT prompt: the reply is the whole `#Explanations … #FINAL` answer."""
-        system = self.instructions("Answer the question. Reply in this format:\n" + FORMAT)
+        reply = f"#Explanations: <your reasoning, step by step>\n{self.answer_line}"
+        system = self.instructions("Answer the question. Reply in this format:\n" + reply)
         if self.few_shot:
             shown = "\n\n".join(f"Question: {e.question}\nAnswer: {e.explained()}" for e in self.exemplars)
             system += "\n\nExamples:\n\n" + shown

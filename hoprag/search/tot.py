@@ -31,14 +31,12 @@ from hoprag.llm.types import Generation
 from hoprag.search.cot import CoTPrompt
 from hoprag.search.steps import llm_samples
 
-ANSWER = "#FINAL: The answer is <a short answer of a few words>."
 VALUES = {"sure": 20.0, "likely": 1.0, "impossible": 0.001}
 FINAL = re.compile(r"#?\s*FINAL\b")
 NUMBERING = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*", re.IGNORECASE)
 PROPOSE = (
     "Answer the question one reasoning step at a time. You are given the steps written so far: write only"
     " the next step, one sentence. When the steps so far give the answer, write instead the final line:\n"
-    + ANSWER
 )
 VALUE = (
     "Judge whether the reasoning steps below are correct and lead to the answer of the question. Reply with"
@@ -190,15 +188,15 @@ class ThoughtSearch:
     def propose(self, search: Search, steps: Sequence[str], last: bool) -> Prompt | ContextPrompt:
         """The thought prompt: exemplars as numbered steps (few-shot), the steps so far, the next step; at
         the last step, the final answer."""
-        system = self.prompt.instructions(PROPOSE)
+        answer = self.prompt.answer_line
+        system = self.prompt.instructions(PROPOSE + answer)
         if self.prompt.few_shot:
             shown = "\n\n".join(
-                f"Question: {e.question}\nSteps:\n{steps_text([*e.steps, f'#FINAL: The answer is {e.answer}.'])}"
-                for e in self.prompt.exemplars
+                f"Question: {e.question}\nSteps:\n{steps_text([*e.steps, e.final()])}" for e in self.prompt.exemplars
             )
             system += "\n\nExamples:\n\n" + shown
         ask = f"Steps so far:\n{steps_text(steps)}\n"
-        ask += f"Write the final line now:\n{ANSWER}\nFinal answer:" if last else "Next step or final answer:"
+        ask += f"Write the final line now:\n{answer}\nFinal answer:" if last else "Next step or final answer:"
         return self.prompt.build(system, search.question, ask, search.passages)
 
     def judge(self, search: Search, steps: Sequence[str]) -> Prompt | ContextPrompt:

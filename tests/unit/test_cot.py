@@ -8,7 +8,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm import ScriptedLLM
 from hoprag.methods import CoT
-from hoprag.search.cot_exemplars import EXEMPLARS
+from hoprag.search.cot_exemplars import EXEMPLARS, LongFormExemplar
 from tests.fakes import KeywordRetriever
 
 CORPUS = [
@@ -71,4 +71,6 @@ def test_the_exemplars_are_three_per_dataset_in_the_final_form():
     for shots in EXEMPLARS.values():
         assert len(shots) == 3
         for e in shots:
-            assert e.explained().endswith(f"#FINAL: The answer is {e.answer}.")
+            long_form = isinstance(e, LongFormExemplar)  # the ambiguous sets': the long answer is the final line
+            final = f"\n#FINAL: {e.answer}" if long_form else f"#FINAL: The answer is {e.answer}."
+            assert e.explained().endswith(final)

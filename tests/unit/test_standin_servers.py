@@ -20,7 +20,7 @@ from hoprag.metrics.crag import CORRECT, HALLUCINATION, crag_outcomes
 from hoprag.paths import PROJECT_ROOT
 from hoprag.sources.api import MockAPIClient, MockAPIError
 from tests.standins.crag_api import ENDPOINTS, CragAPIStandIn
-from tests.standins.openai_server import SMOLLM2, OpenAIStandIn, ServedModel, served_models
+from tests.standins.openai_server import SMOLLM2, OpenAIStandIn, PrefixCache, ServedModel, served_models
 
 KEY = "sk-standin"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -85,6 +85,35 @@ def test_n_seeded_samples_come_from_one_request_and_repeat_with_the_seed(standin
     assert len(first) == 3 and [g.text for g in first] == [g.text for g in again]
     assert len({g.prompt_tokens for g in first}) == 1  # one request: its prompt charged once per sample set
     assert all(0 < g.completion_tokens <= 4 and g.logprobs for g in first)
+
+
+@pytest.mark.real
+def test_a_prompt_sharing_a_cached_prefix_prefills_the_rest_only_and_answers_as_in_process(standin, local):
+    passages = " ".join(f"Passage {i}: Paris is the capital of France, on the Seine." for i in range(20))
+    first, second = ([{"role": "system", "content": passages}, {"role": "user", "content": q}]
+                     for q in ("What is the capital of France?", "Which river flows through Paris?"))  # fmt: skip
+    llm, engine = client(standin), standin.engines["gpt-4o-mini"]
+    llm.generate([first], max_new_tokens=8)
+    ids = local.prompt_ids(second)
+    shared, _ = engine.decoder.prefixes.longest(ids)
+    assert len(ids) * 0.9 < shared < len(ids) - 5  # the passages and the chat's frame, not the question
+    served = llm.generate([second], max_new_tokens=8)[0][0]
+    here = local.generate([second], max_new_tokens=8)[0][0]
+    assert served.text == here.text and served.logprobs == pytest.approx(here.logprobs, abs=1e-3)
+    assert served.prompt_tokens == len(ids)  # a cached prefix is still the prompt's, as vLLM counts it
+
+
+def test_the_prefix_cache_keeps_one_entry_per_prompt_family():
+    cache = PrefixCache(2)
+    value_prompt = [1, 2, 3, 4, 5, 6, 7, 8]
+    cache.keep(value_prompt, ["value"])
+    cache.keep([9, 9, 9, 9], ["thought"])
+    assert cache.longest([1, 2, 3, 4, 5, 6, 0, 0]) == (6, ["value"])
+    cache.keep([1, 2, 3, 4, 5, 6, 0, 0], ["next value"])  # the same family: it replaces the other
+    assert [kv for _, kv in cache.entries] == [["next value"], ["thought"]]
+    assert cache.longest([1, 2, 3, 4, 5, 6, 0, 0]) == (7, ["next value"])  # the last token is always prefilled
+    cache.keep([5, 5], ["other"])
+    assert [kv for _, kv in cache.entries] == [["other"], ["next value"]] and cache.longest([7, 7]) == (0, [])
 
 
 @pytest.mark.real
