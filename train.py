@@ -5,13 +5,15 @@
     python train.py +experiment=treehop_2wiki_bge_m3 trainer=ddp   # every GPU; trainer=ddp_cpu: CPU processes
     python train.py -m +model=treehop seed=1,2,3                 # a sweep
 
-Checkpoints (best and last) go to `<run>/checkpoints`, logs to CSV and wandb (offline). Rerunning with the same
-`hydra.run.dir` resumes from `last.ckpt`, unless the rerun's training settings differ from those the run was
-started with (`run_fingerprint.json`; `RESUMABLE` lists what may change): then it is refused, naming the
-differing keys, and `ckpt_path=null` trains afresh. A module with an `export(dir)` method writes the best
-weights to `<run>/export`, and copies it to the model's `publish_dir` when it has one (where eval configs look
-for it by default). It ends with the exported epoch's validation figures beside the untrained start and the last
-epoch (`hoprag/training/summary.py`; `verbose=true` also shows Lightning's own banners and tables). Returns
+Checkpoints go to `<run>/checkpoints`: the best epoch's, and `last.ckpt` rewritten at every epoch's end; logs to
+CSV and wandb (offline). Rerunning with the same `hydra.run.dir` resumes from `last.ckpt` (a killed run loses at
+most the epoch in flight), saying after which epoch and the best so far, unless the rerun's training settings
+differ from those the run was started with (`run_fingerprint.json`; `RESUMABLE` lists what may change): then it
+is refused, naming the differing keys, and `ckpt_path=null` trains afresh. A module with an `export(dir)` method
+writes the best checkpoint's weights to `<run>/export`, and copies it to the model's `publish_dir` when it has
+one (where eval configs look for it by default). It ends with the exported epoch's validation figures beside the
+untrained start and the last epoch, the epochs before a resume included (`hoprag/training/summary.py`,
+`hoprag/training/checkpoints.py`; `verbose=true` also shows Lightning's own banners and tables). Returns
 `optimized_metric` (the model's monitored metric) for sweepers. Secrets
 (`*_key`, `*token`, ... settings) are redacted in everything written (hoprag/utils/secrets.py).
 
@@ -37,6 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import check_config, register_resolvers, select_settings
 from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files
+from hoprag.training.checkpoints import Best, best_checkpoint, monitored, resume_note
 from hoprag.training.progress_bar import LineProgressBar
 from hoprag.training.summary import EpochHistory, training_summary
 from hoprag.utils import progress, quiet
@@ -75,7 +78,7 @@ def resume_path(cfg: DictConfig) -> str | None:
     last = output_dir / "checkpoints" / "last.ckpt"
     if cfg.ckpt_path == "auto" and last.exists():
         refuse_changed(output_dir, fingerprint, what="checkpoints", remedy="ckpt_path=null to train afresh here")
-        print(f"resuming from {last}")
+        print(resume_note(last, cfg.trainer.get("max_epochs")))
         return str(last)
     if rank_zero_only.rank == 0:
         save(output_dir, fingerprint)
@@ -96,13 +99,12 @@ def prepare_first(datamodule: L.LightningDataModule, trainer: L.Trainer) -> None
         datamodule.prepare_data()
 
 
-def export_best(module: L.LightningModule, trainer: L.Trainer, directory: Path) -> None:
+def export_best(module: L.LightningModule, best: Best | None, directory: Path) -> None:
     """Load the best checkpoint's weights into the module and let it write its own deployable folder."""
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:
-        module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+        module.load_state_dict(torch.load(best.path, map_location="cpu", weights_only=False)["state_dict"])
     module.export(directory)
-    print(f"exported {'best' if best else 'final'} weights to {directory}")
+    print(f"exported {f'best weights (epoch {best.epoch})' if best else 'final weights'} to {directory}")
 
 
 def publish(export: Path, target: str) -> None:
@@ -148,19 +150,18 @@ def main(cfg: DictConfig) -> float | None:
     if cfg.train:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}  # the last epoch's
-    checkpoint = trainer.checkpoint_callback
-    best = None
-    if checkpoint is not None and checkpoint.best_model_score is not None:  # what the exported weights scored
-        best = metrics[f"best/{checkpoint.monitor}"] = float(checkpoint.best_model_score)
+    checkpoint = monitored(trainer)
+    best = best_checkpoint(trainer)  # what is tested, exported and summed up
+    if best is not None:
+        metrics[f"best/{checkpoint.monitor}"] = best.score
     tested: dict[str, float] = {}
     if cfg.test and type(module).test_step is not L.LightningModule.test_step:
-        best_path = checkpoint.best_model_path if checkpoint else ""
         verbose = bool(cfg.get("verbose"))  # Lightning's own table of the test figures; the summary shows them
-        for results in trainer.test(module, datamodule=datamodule, ckpt_path=best_path or None, verbose=verbose):
+        for results in trainer.test(module, datamodule=datamodule, ckpt_path=best and best.path, verbose=verbose):
             tested |= {k: float(v) for k, v in results.items()}
         metrics |= tested
     if cfg.export and hasattr(module, "export") and trainer.is_global_zero:
-        export_best(module, trainer, Path(cfg.paths.output_dir) / "export")
+        export_best(module, best, Path(cfg.paths.output_dir) / "export")
         if cfg.model.get("publish_dir"):
             publish(Path(cfg.paths.output_dir) / "export", cfg.model.publish_dir)
 
@@ -168,7 +169,7 @@ def main(cfg: DictConfig) -> float | None:
         sys.modules["wandb"].finish()
     monitor = checkpoint.monitor if checkpoint is not None else None
     if trainer.is_global_zero:
-        print(training_summary(history, monitor, best, getattr(module, "untrained_metrics", None), tested))
+        print(training_summary(history, monitor, best, history.untrained, tested))
         print(f"run directory: {cfg.paths.output_dir}")
     return metrics.get(f"best/{cfg.optimized_metric}", metrics.get(cfg.optimized_metric))
 

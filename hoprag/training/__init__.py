@@ -7,6 +7,7 @@ on rank 0 for all, evaluation sets read whole by every rank); `splits` context-d
 splits and the leak check every trained model runs; `exports` what an export records (`router.json`, the
 questions it was trained on); `classifier` the frozen embedder + linear head that a classifier export serves
 (router letters, CRAG domains); `summary` what `train.py` ends with (the exported epoch beside the untrained
-start); `progress_bar` Lightning's bars as plain lines on a log or a pipe. Submodules are imported directly (`hoprag.training.budget`), so that no one of
-them pulls in another's dependencies.
+start); `checkpoints` what it reads of its checkpoints (the epoch a resume goes on after, the epoch it exports);
+`progress_bar` Lightning's bars as plain lines on a log or a pipe. Submodules are imported directly
+(`hoprag.training.budget`), so that no one of them pulls in another's dependencies.
 """

@@ -3,7 +3,10 @@
 The export holds the best checkpoint's weights, not the last epoch's, so the summary leads with that epoch's
 validation figures and sets the untrained model's (when the module measured them, as TreeHop does before its
 first step) and the last epoch's beside them: a run whose last epoch fell back does not read as "training did
-nothing". `EpochHistory` records each validated epoch's figures as Lightning reports them.
+nothing". `EpochHistory` records each validated epoch's figures as Lightning reports them, and keeps them in
+every checkpoint, so a resumed run still has the figures of the epochs before it (the exported one among them).
+The exported epoch is the one the best checkpoint file holds (`hoprag.training.checkpoints.Best`), not one
+looked up by its score.
 """
 
 from __future__ import annotations
@@ -13,14 +16,18 @@ from typing import Any
 
 import lightning as L
 
+from hoprag.training.checkpoints import Best
+
 NA = "n/a"
 
 
 class EpochHistory(L.Callback):
-    """Every epoch's logged figures (validation and training), by epoch, for the closing summary."""
+    """Every epoch's logged figures (validation and training), by epoch, and the untrained model's (a module's
+    `untrained_metrics`, measured before its first step and not again on a resume), for the closing summary."""
 
     def __init__(self) -> None:
         self.epochs: dict[int, dict[str, float]] = {}
+        self.untrained: dict[str, float] | None = None
 
     def _record(self, trainer: L.Trainer) -> None:
         if trainer.sanity_checking:
@@ -33,33 +40,37 @@ class EpochHistory(L.Callback):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._record(trainer)
+        untrained = getattr(pl_module, "untrained_metrics", None)
+        if untrained:
+            self.untrained = {key: float(value) for key, value in untrained.items()}
 
-    def epoch_of(self, monitor: str, score: float) -> int | None:
-        """The first epoch whose `monitor` was `score` (the one a best-only checkpoint keeps); None when no
-        epoch of this process reached it (a resumed run's best came before the resume)."""
-        hits = [e for e, figures in sorted(self.epochs.items()) if figures.get(monitor) == score]
-        return hits[0] if hits else None
+    def state_dict(self) -> dict[str, Any]:
+        return {"epochs": self.epochs, "untrained": self.untrained}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A resume's history starts with what its checkpoint's run had measured."""
+        self.epochs = {int(epoch): dict(figures) for epoch, figures in state_dict["epochs"].items()}
+        self.untrained = state_dict.get("untrained")
 
 
 def training_summary(
     history: EpochHistory,
     monitor: str | None,
-    best: float | None,
+    best: Best | None,
     untrained: Mapping[str, float] | None = None,
     tested: Mapping[str, float] | None = None,
 ) -> str:
     """The exported epoch's figures beside the untrained start and the last epoch, then the test figures."""
     lines = []
-    epoch = history.epoch_of(monitor, best) if monitor and best is not None else None
+    epoch = best.epoch if monitor and best is not None else None
     last = max(history.epochs) if history.epochs else None
     columns: list[tuple[str, Mapping[str, float]]] = []
     if untrained:
         columns.append(("untrained", untrained))
     if monitor and best is not None:
-        exported = history.epochs.get(epoch, {}) if epoch is not None else {}
-        columns.append((f"exported (epoch {epoch})" if epoch is not None else "exported", {**exported, monitor: best}))
-        where = f"epoch {epoch}" if epoch is not None else "an epoch before this resume"
-        lines.append(f"exported: {where}, the best {monitor} of {len(history.epochs)} epochs run here")
+        columns.append((f"exported (epoch {epoch})", {**history.epochs.get(epoch, {}), monitor: best.score}))
+        epochs = max([epoch, *history.epochs]) + 1
+        lines.append(f"exported: epoch {epoch}, the best {monitor} of {epochs} epochs")
     if last is not None and last != epoch:
         columns.append((f"last (epoch {last})", history.epochs[last]))
     keys = _ordered({k for _, figures in columns for k in figures}, monitor)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from hydra.utils import instantiate
 
 from hoprag.paths import PROJECT_ROOT
@@ -99,16 +100,17 @@ def test_treehop_trains_is_killed_and_resumes_from_last_ckpt(tmp_path):
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     killed_at = last.stat().st_mtime
+    done = torch.load(last, map_location="cpu", weights_only=False)["epoch"]  # last.ckpt: every finished epoch
     assert list((cache / "treehop").glob("all-MiniLM-L6-v2-*.npz"))  # embeddings are cached for the rerun
 
-    second = train(*SHRUNK, run_dir=run_dir, cache=cache)
+    second = train(*SHRUNK, f"trainer.max_epochs={done + 3}", run_dir=run_dir, cache=cache)
     out, _ = second.communicate(timeout=600)
     assert second.returncode == 0, out[-3000:]
-    assert f"resuming from {last}" in out
+    assert f"resuming from {last} after epoch {done} ({done + 1} of {done + 3} epochs done)" in out
     assert "TreeHop: " in out and "parameters" in out
     assert "exported: " in out and "the best val/recall@5_hop2" in out  # what the export scored leads the summary
     assert last.stat().st_mtime > killed_at
     assert (run_dir / "export" / "treehop.pt").is_file()
     rows = [r for r in csv.DictReader(open(run_dir / "csv" / "version_1" / "metrics.csv")) if r["val/recall@5_hop2"]]
-    assert rows and int(rows[0]["epoch"]) >= 1  # the resumed run went on from a later epoch
+    assert rows and int(rows[0]["epoch"]) == done + 1  # the resumed run went on with the epoch in flight
     assert all(0 <= float(r["val/recall@5_hop2"]) <= 100 for r in rows)

@@ -22,6 +22,7 @@ from hoprag.evaluation.runner import run
 from hoprag.evaluation.summary import NA, format_summary, metrics_table
 from hoprag.llm import ScriptedLLM
 from hoprag.methods.base import Method, MethodOutput
+from hoprag.training.checkpoints import Best
 from hoprag.training.summary import EpochHistory, training_summary
 from hoprag.utils import progress, quiet
 from hoprag.utils.run_dirs import leaves_no_empty_run, remove_if_empty
@@ -110,15 +111,16 @@ def test_the_training_summary_leads_with_the_exported_epoch_beside_the_untrained
         history.on_validation_end(FakeTrainer(epoch, {"val/recall": recall, "val/gain": gain}), None)
         history.on_train_epoch_end(FakeTrainer(epoch, {"train/loss": 1.0 / (epoch + 1), "train/loss_step": 9.0}), None)
     untrained = {"val/recall": 40.0, "val/gain": 0.0}
-    text = training_summary(history, "val/recall", 62.5, untrained, {"test/acc": 0.5})
+    best = Best("checkpoints/epoch_001.ckpt", 1, 62.5)
+    text = training_summary(history, "val/recall", best, untrained, {"test/acc": 0.5})
     lines = text.splitlines()
-    assert lines[0] == "exported: epoch 1, the best val/recall of 3 epochs run here"
+    assert lines[0] == "exported: epoch 1, the best val/recall of 3 epochs"
     assert lines[1].split() == ["metric", "untrained", "exported", "(epoch", "1)", "last", "(epoch", "2)"]
     assert lines[2].split() == ["val/recall", "40.0000", "62.5000", "55.0000"]  # the monitored metric first
     assert lines[3].split() == ["val/gain", "0.0000", "5.0000", "0.0000"]
     assert lines[4].split() == ["train/loss", NA, "0.5000", "0.3333"] and "loss_step" not in text
     assert lines[-3] == "test (the exported weights):" and lines[-1].split() == ["test/acc", "0.5000"]
-    assert "untrained" not in training_summary(history, "val/recall", 62.5)
+    assert "untrained" not in training_summary(history, "val/recall", best)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -186,14 +187,14 @@ def train_py():
     return entry("train")
 
 
-def test_a_training_resume_with_other_settings_is_refused(compose_cfg, tmp_path, train_py):
+def test_a_training_resume_with_other_settings_is_refused(compose_cfg, tmp_path, train_py, capsys):
     assert train_py.resume_path(compose_cfg("train", ["+model=treehop"])) is None  # a fresh start records them
     saved = json.loads((tmp_path / "run_fingerprint.json").read_text())
     assert saved["model"]["module"]["lr"] == 3e-4 and saved["trainer"]["accelerator"] == "cpu"
     assert "max_epochs" not in saved["trainer"] and "cache_dir" not in saved["model"]["datamodule"]
     last = tmp_path / "checkpoints" / "last.ckpt"
     last.parent.mkdir()
-    last.write_bytes(b"the first run's weights")
+    torch.save({"epoch": 4, "callbacks": {}}, last)  # the first run's, after its fifth epoch
 
     before = digests(tmp_path)
     for override, message in [
@@ -209,6 +210,7 @@ def test_a_training_resume_with_other_settings_is_refused(compose_cfg, tmp_path,
 
     longer = compose_cfg("train", ["+model=treehop", "trainer.max_epochs=50", "threads=1", "~logger"])
     assert train_py.resume_path(longer) == str(last)  # training longer, on fewer threads, without loggers
+    assert f"resuming from {last} after epoch 4 (5 of 50 epochs done)\n" in capsys.readouterr().out
     afresh = compose_cfg("train", ["+model=treehop", "model.module.lr=1e-3", "ckpt_path=null"])
     assert train_py.resume_path(afresh) is None
     assert json.loads((tmp_path / "run_fingerprint.json").read_text())["model"]["module"]["lr"] == 1e-3
