@@ -27,6 +27,7 @@ Only the first process writes the run's bookkeeping, exports and prints the summ
 from __future__ import annotations
 
 import shutil
+from contextlib import nullcontext
 import sys
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from hoprag.evaluation.fingerprint import refuse_changed, save, save_hydra_files
 from hoprag.training.checkpoints import Best, best_checkpoint, monitored, resume_note
 from hoprag.training.progress_bar import LineProgressBar
 from hoprag.training.summary import EpochHistory, training_summary
-from hoprag.utils import progress, quiet
+from hoprag.utils import progress, quiet, run_lock
 from hoprag.utils.loggers import log_config
 from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
@@ -121,6 +122,12 @@ def publish(export: Path, target: str) -> None:
 @reported
 @leaves_no_empty_run
 def main(cfg: DictConfig) -> float | None:
+    # one writer per run directory; DDP's other ranks start this script again in rank 0's directory, which it holds
+    with run_lock.hold(cfg.paths.output_dir, "train.py") if rank_zero_only.rank == 0 else nullcontext():
+        return train(cfg)
+
+
+def train(cfg: DictConfig) -> float | None:
     require_model(cfg)
     check_config(cfg)
     progress.configure(cfg.get("progress"))  # before anything that draws a bar
