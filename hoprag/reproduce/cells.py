@@ -8,9 +8,11 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hoprag.compare import CompareError, Run
 from hoprag.compare.groups import pair
+from hoprag.evaluation.fingerprint import FINGERPRINT
 from hoprag.reproduce.plan import Job
 from hoprag.reproduce.spec import Figure, Reading, Row, Table
 from hoprag.stats import PairedTest, paired_test
@@ -55,6 +57,16 @@ class Paired:
     digits: int
 
 
+def unfinished(directory: Path) -> str:
+    """What works for a job without a finished run: a run never started or stopped resumes with a rerun; one
+    started under other settings (the table's rows changed since) is refused on every rerun, so overwrite=true."""
+    if not (directory / FINGERPRINT).is_file():
+        return f"no run in {directory} (see the multirun's output; rerun reproduce.py to run it)"
+    return (f"no finished run in {directory}: rerun reproduce.py to resume it, or, if it was refused because the "
+            "row's settings changed since it started (ResumeRefused in the multirun's output), overwrite=true "
+            "to start it afresh")
+
+
 class Results:
     """The finished runs of a table's jobs at a scale, each read once."""
 
@@ -71,7 +83,7 @@ class Results:
         if reason or job.skip:
             return "skipped", reason or job.skip
         if (row.run, group) not in self.runs:
-            return "not run", f"no finished run in {job.directory} (see its eval.log; rerun reproduce.py to resume it)"
+            return "not run", unfinished(job.directory)
         return "", ""
 
     def run(self, row: Row, group: str) -> Run | None:

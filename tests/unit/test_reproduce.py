@@ -274,3 +274,14 @@ def test_check_lists_every_need_and_exits_non_zero_when_one_is_missing_running_n
     assert done.stdout.startswith("Preflight of sc_rag_t3 at scale=paper: ")
     assert "| model | BAAI/bge-small-en-v1.5 | missing: not in the Hugging Face cache " in done.stdout
     assert not (tmp_path / "runs").exists() and not (tmp_path / "table.md").exists()
+
+
+def test_a_job_without_a_finished_run_says_what_works(tmp_path):
+    """Never started or stopped: a rerun resumes it; started under other settings (a fingerprint is there):
+    a rerun would be refused again, so the footnote names overwrite=true."""
+    from hoprag.evaluation.fingerprint import FINGERPRINT
+    from hoprag.reproduce.cells import unfinished
+
+    assert "rerun reproduce.py to run it" in unfinished(tmp_path) and "overwrite" not in unfinished(tmp_path)
+    (tmp_path / FINGERPRINT).write_text("{}")
+    assert "overwrite=true to start it afresh" in unfinished(tmp_path)
