@@ -5,10 +5,11 @@ where it stopped when rerun in the same run directory. Each record carries every
 (gold answers, gold titles, gold passage texts, the retrieved passages as they were, for ASQA and
 AmbigDocs questions their gold structure under the optional key `ambiguity`, for CRAG questions their
 categories and judged outcome under the optional key `crag`: the judge runs once, when the record is
-written, never at summary time, and `generated: false` when the method generated no answer, so that its
-empty prediction is never scored as one), so `metrics.json` is computed from the records alone, in dataset order:
-a resumed run reports exactly what an uninterrupted one does (bar the measured seconds), and today's files
-never rescore yesterday's answers.
+written, never at summary time, `generated: false` when the method generated no answer, so that its
+empty prediction is never scored as one, and `question_too_long: true` when the question alone overran the
+LLM's input budget: its empty answer is scored as wrong, and the run goes on), so `metrics.json` is computed
+from the records alone, in dataset order: a resumed run reports exactly what an uninterrupted one does (bar
+the measured seconds), and today's files never rescore yesterday's answers.
 
 A rerun is refused before anything in the directory changes when the directory was started with other
 settings (`run_fingerprint.json`, see `hoprag.evaluation.fingerprint`), holds another method's answers,
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from hoprag.config import apply_aids
 from hoprag.cost import Cost
@@ -38,6 +39,7 @@ from hoprag.data.types import Passage, QAExample
 from hoprag.evaluation import fingerprint as fp
 from hoprag.evaluation.judges import judge_info
 from hoprag.evaluation.predictions import PredictionFile
+from hoprag.llm.prompts import PromptTooLongError
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
 from hoprag.metrics.crag import rules_info
@@ -52,6 +54,7 @@ RECORD_FIELDS = frozenset({
     "parse_failed", "scores", "cost", "stats", "trace",
 })  # fmt: skip
 OVERWRITE = "overwrite=true to start this one afresh"
+TOO_LONG = "question_too_long"  # a record's key (and trace key) for a question too long for the LLM
 
 
 def require_method(cfg: DictConfig) -> None:
@@ -73,6 +76,7 @@ def build(cfg: DictConfig, dataset: QADataset) -> Method:
     the method needs one. With `+pruning=`, the pruning wraps the method (`hoprag.methods.WithPruning`). The
     small-model overlay is merged first (a no-op when eval.py already did: `hoprag.config.apply_aids`)."""
     apply_aids(cfg)
+    check_settings(cfg)
     factory = instantiate(cfg.method)
     llm = instantiate(cfg.llm)
     if cfg.get("pruning") is not None:
@@ -80,6 +84,13 @@ def build(cfg: DictConfig, dataset: QADataset) -> Method:
     if fp.uses_retriever(cfg):
         return factory(llm=llm, retriever=instantiate(cfg.retriever)(corpus=dataset.corpus()))
     return factory(llm=llm)
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """The method's refusals that its settings alone decide (`Method.check_settings`), made before any model
+    loads or index is built (with `+pruning=`, those of the framework it wraps: `cfg.method`)."""
+    settings = OmegaConf.to_container(cfg.method, resolve=True)
+    get_class(cfg.method._target_).check_settings(settings)
 
 
 def run(
@@ -129,8 +140,7 @@ def run(
     with progress.bar(total=len(examples), initial=len(examples) - len(todo), desc=method.name, unit="q") as bar:
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]
-            costs = [Cost() for _ in batch]
-            outputs = method.answer(batch, costs)
+            outputs, costs = _answer(method, batch)
             spent += costs
             if len(outputs) != len(batch):
                 raise RuntimeError(f"{method.name} answered {len(outputs)} of {len(batch)} questions")
@@ -155,6 +165,30 @@ def run(
     }
     _replace(output_dir / METRICS, json.dumps({"run": info, "metrics": metrics}, indent=2))
     return metrics
+
+
+def _answer(method: Method, batch: Sequence[QAExample]) -> tuple[list[MethodOutput], list[Cost]]:
+    """The batch's answers and cost records; when a prompt is over the LLM's input budget, each question's
+    alone (afresh, costs too), so that a question too long for it fails alone (`_alone`)."""
+    costs = [Cost() for _ in batch]
+    try:
+        return method.answer(batch, costs), costs
+    except PromptTooLongError:
+        costs = [Cost() for _ in batch]
+        return [_alone(method, example, cost) for example, cost in zip(batch, costs)], costs
+
+
+def _alone(method: Method, example: QAExample, cost: Cost) -> MethodOutput:
+    """One question's answer. A question whose prompt is over the budget only with the question in it (the
+    prompt's other tokens fit) gets an empty answer, scored as wrong, and its record `question_too_long`; a
+    prompt over it whatever the question is the config's fault, and refused."""
+    try:
+        return method.answer([example], [cost])[0]
+    except PromptTooLongError as error:
+        if error.tokens - method.llm.count_tokens([example.question])[0] > error.limit:
+            raise
+        log.warning("question %r is too long for the LLM, left unanswered (%s): %s", example.id, TOO_LONG, error)
+        return MethodOutput("", trace={TOO_LONG: str(error)})
 
 
 def refuse_mixing(
@@ -202,6 +236,8 @@ def _record(
         record["ambiguity"] = row.ambiguity
     if row.crag is not None:  # CRAG only, judged: categories, outcome and the judge's raw reply
         record["crag"] = row.crag
+    if TOO_LONG in output.trace:  # left unanswered: the question alone overran the LLM's input budget
+        record[TOO_LONG] = True
     if not row.answered:  # retrieval only: no answer scores, and none in metrics.json
         record["generated"] = False
     return record
@@ -230,14 +266,18 @@ def _row(record: Mapping[str, Any]) -> EvalRow:
 
 def summarize(records: Sequence[Mapping[str, Any]], suite: MetricSuite) -> dict[str, float]:
     """The suite's metrics over the records alone, parse failures of the generated answers (none when
-    nothing was generated), the questions with an empty search, the methods' stats, and the mean and total per
-    question of every numeric cost figure (and of the seconds of each stage)."""
+    nothing was generated), the questions left unanswered as too long for the LLM, those with an empty search,
+    the methods' stats, and the mean and total per question of every numeric cost figure (and of the seconds
+    of each stage)."""
     metrics: dict[str, float] = dict(suite([_row(r) for r in records]))
     answered = [r for r in records if r.get("generated", True)]
     if answered:
         failures = sum(bool(r["parse_failed"]) for r in answered)
         metrics["parse_failures"] = failures
         metrics["parse_failures_pct"] = round(100 * failures / len(answered), 1)
+    too_long = sum(TOO_LONG in r for r in records)
+    if too_long:  # questions left unanswered, too long for the LLM's input budget
+        metrics["questions_too_long"] = too_long
     if any(r["cost"].get("retrieval_calls") for r in records):  # questions with a search that found no hit
         metrics["retrieval/empty_results"] = sum(r["cost"].get("empty_results", 0) > 0 for r in records)
 

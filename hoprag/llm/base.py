@@ -125,7 +125,7 @@ class LLM:
             if tokens > limit:
                 raise PromptTooLongError(
                     f"a prompt of {tokens} tokens exceeds {self.name}'s max_input_tokens ({limit}) and has no "
-                    "marked context to shorten: build it as a ContextPrompt (hoprag.llm.prompts)"
+                    "marked context to shorten: build it as a ContextPrompt (hoprag.llm.prompts)", tokens, limit
                 )
         return Fit(0, 0, prompt=prompt)
 

@@ -8,7 +8,8 @@ instructions around one `Context`, whose units are passages in priority order. `
 1. the whole context when it fits;
 2. else the lowest-ranked units are dropped (the last ones first), keeping as many as fit, at least one;
 3. if the top unit alone is still too long, its text is cut from the end until the prompt fits;
-4. if the instructions alone do not fit, `PromptTooLongError`: instructions are never cut.
+4. if the instructions alone do not fit, `PromptTooLongError`: instructions are never cut. The evaluation
+   runner leaves a question unanswered when the question alone makes them too long (`question_too_long`).
 
 What was cut is charged to the question's cost record (`truncated_prompts`, `prompt_tokens_dropped`,
 `context_units_dropped`) and so shows in `metrics.json`; the prompt tokens charged are those sent.
@@ -42,7 +43,14 @@ def chat_template_flags(messages: Sequence[Message]) -> dict[str, bool]:
 
 
 class PromptTooLongError(ValueError):
-    """A prompt does not fit the backend's input budget even without any context."""
+    """A prompt does not fit the backend's input budget even without any context: `tokens` (those of the
+    prompt without its context) over `limit`. The runner tells a question too long for the budget, that
+    question's failure, from instructions too long whatever the question, the config's (`hoprag.evaluation.runner`)."""
+
+    def __init__(self, message: str, tokens: int, limit: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -143,9 +151,10 @@ def fit_prompt(prompt: ContextPrompt, count: Callable[[Prompt], int], limit: int
         sent = prompt.render(keep)
         return Fit(tokens, count(sent), len(units) - keep, prompt=sent)
     if not fits(0):
+        bare = count(prompt.render(0))
         raise PromptTooLongError(
-            f"the prompt's instructions alone take {count(prompt.render(0))} tokens, more than the "
-            f"{limit} the LLM's max_input_tokens allows: shorten the prompt template or raise max_input_tokens"
+            f"the prompt's instructions alone take {bare} tokens, more than the {limit} the LLM's "
+            "max_input_tokens allows: shorten the prompt template or raise max_input_tokens", bare, limit
         )
     chars = _largest(0, len(units[0].text), lambda c: fits(1, c)) if units else 0
     sent = prompt.render(1, chars) if units else prompt.render(0)

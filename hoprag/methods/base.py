@@ -72,6 +72,13 @@ class Method:
         retriever (and its index) only then: `needs_retriever`, unless a setting turns retrieval off."""
         return cls.needs_retriever
 
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """Refuse what the settings (the method's config, data-dependent values resolved) rule out by
+        themselves, e.g. a dataset without few-shot exemplars: the runner calls this before it loads a model or
+        builds an index, so that such a refusal costs nothing. None by default; a method whose constructor
+        refuses on its settings alone checks the same here."""
+
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         raise NotImplementedError
 

@@ -12,6 +12,7 @@ for the batch (`batching: question`: one call per question, for the benchmark).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,10 +49,7 @@ class CoT(Method):
     ) -> None:
         self.needs_retriever = with_documents  # closed book: no retriever, and the runner builds none
         super().__init__(llm, retriever, **kwargs)
-        if k < 1:
-            raise ValueError(f"method.k must be positive, got {k}")
-        shots = exemplars_for(exemplars) if mode == "few_shot" else ()
-        self.prompt = CoTPrompt(mode, shots, task, PassageFormat(passage_template))
+        self.prompt = cot_prompt(k, mode, exemplars, task, passage_template)
         self.with_documents = with_documents
         self.k = k
         self.one_by_one = one_by_one(batching)
@@ -59,6 +57,12 @@ class CoT(Method):
     @classmethod
     def reads_passages(cls, settings: Mapping[str, Any]) -> bool:
         return bool(settings.get("with_documents", True))
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The prompt's settings (mode, task, the data's exemplars) and `k`, as the constructor checks them."""
+        defaults = inspect.signature(CoT.__init__).parameters
+        cot_prompt(**{name: settings.get(name, defaults[name].default) for name in PROMPT_SETTINGS})
 
     def documents(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[list[Passage] | None]:
         """The passages each prompt shows: the top `k` for the question (one batched search), or None."""
@@ -81,6 +85,18 @@ class CoT(Method):
         trace = {"output": reply.text, "passages": [p.id for p in passages or []]}
         stats = {"llm_steps": 1.0, "retrievals": float(passages is not None), "cut_at_max_tokens": cut(reply)}
         return MethodOutput(prediction, list(passages or []), trace, failed, stats)
+
+
+PROMPT_SETTINGS = ("k", "mode", "exemplars", "task", "passage_template")
+
+
+def cot_prompt(k: int, mode: str, exemplars: str, task: str, passage_template: str) -> CoTPrompt:
+    """The CoT prompt of these settings; refuses a `k` below 1, data without exemplars for few-shot, and what
+    `CoTPrompt` refuses."""
+    if k < 1:
+        raise ValueError(f"method.k must be positive, got {k}")
+    shots = exemplars_for(exemplars) if mode == "few_shot" else ()
+    return CoTPrompt(mode, shots, task, PassageFormat(passage_template))
 
 
 def cut(generation: Generation) -> float:

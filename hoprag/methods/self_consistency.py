@@ -12,6 +12,7 @@ pick the most consistent reply (one more batched call); `vote: null` is majority
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,14 +47,18 @@ class SelfConsistency(CoT):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        self.vote = vote or ("usc" if self.prompt.task == "ambiguous" else "majority")
-        if self.vote not in VOTES:
-            raise ValueError(f"method.vote must be one of {VOTES} (or null), got {vote!r}")
-        if samples < 1:
-            raise ValueError(f"method.samples must be positive, got {samples}")
+        self.vote = chosen_vote(vote, samples, self.prompt.task)
         self.samples = samples
         self.seed = seed
         self.usc_generation = dict(usc_generation or {})
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`cot`'s checks, and the vote's and the number of samples'."""
+        super().check_settings(settings)
+        samples = settings.get("samples", inspect.signature(SelfConsistency.__init__).parameters["samples"].default)
+        task = settings.get("task", inspect.signature(CoT.__init__).parameters["task"].default)
+        chosen_vote(settings.get("vote"), samples, task)
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         shown = self.documents(examples, costs)
@@ -112,3 +117,14 @@ class SelfConsistency(CoT):
             trace["selection"] = selection
             stats["usc_unparsed"] = float(usc_choice(selection, len(replies)) is None)
         return MethodOutput(prediction, list(passages or []), trace, failed, stats)
+
+
+def chosen_vote(vote: str | None, samples: int, task: str) -> str:
+    """The vote of these settings (null: USC for long-form answers, else majority); refuses an unknown vote or
+    fewer than one sample."""
+    chosen = vote or ("usc" if task == "ambiguous" else "majority")
+    if chosen not in VOTES:
+        raise ValueError(f"method.vote must be one of {VOTES} (or null), got {vote!r}")
+    if samples < 1:
+        raise ValueError(f"method.samples must be positive, got {samples}")
+    return chosen
