@@ -63,8 +63,9 @@ def check(
     index_in_run: Sequence[str] = INDEX_IN_RUN,
 ) -> Preflight:
     """What every job of `table` that runs at `scale` needs (`check=true`: nothing is run); at scale=rehearsal
-    asked in the rehearsal's environment of stand-ins."""
+    asked in the rehearsal's environment of stand-ins, for its own exports."""
     _known(scale)
+    table = _rehearsed(table, scale)
     with rehearsal.applied(scale):
         return preflight.check(table, scale, plan(table, scale, out_dir, job_overrides),
                                _host(scale, host), index_in_run)  # fmt: skip
@@ -85,17 +86,20 @@ def reproduce(
     """Run what `table` still lacks at `scale` and write its files into `out_dir`; the report and the jobs that
     were to run but have not finished (failed, or stopped). The jobs to run are checked first (`host`: this
     machine; `index_in_run`: the scales whose jobs may build their own indexes); those that lack a need are
-    refused."""
+    refused. At scale=rehearsal the indexes and exports found missing are first made as a user would make them
+    (`rehearsal.provide`), under the rehearsal's root."""
     _known(scale)
+    table = _rehearsed(table, scale)
     shared = [*job_overrides, *(["overwrite=true"] if overwrite else [])]
     jobs = plan(table, scale, out_dir, shared)
     due = {j.name for j in jobs if not j.skip and (overwrite or not j.finished())}
     with rehearsal.applied(scale):
         host = _host(scale, host)
         found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
-        builds = [n.command for n in found.missing if n.kind == "index"]
-        if scale == "rehearsal" and builds:  # the rehearsal builds them as a user would, then checks again
-            rehearsal.provide(builds)
+        exports = {r.command for row in table.rows for r in row.requires[scale]}
+        provided = list(dict.fromkeys(n.command for n in found.missing if n.kind == "index" or n.command in exports))
+        if scale == "rehearsal" and provided:  # the rehearsal makes them as a user would, then checks again
+            rehearsal.provide(provided, exports)
             host = Host(env=host.env, timeout=host.timeout, gpus=host.gpus)  # asked afresh: nothing remembered
             found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
         log.info("preflight:\n%s", preflight_table(found))
@@ -111,6 +115,11 @@ def reproduce(
     report = render.build(table, scale, jobs, resamples, seed)
     render.write(report, out_dir)
     return report, [j for j in todo if not j.finished()]
+
+
+def _rehearsed(table: Table, scale: str) -> Table:
+    """At scale=rehearsal, `table` with its exports under the rehearsal's root (asked before it applies)."""
+    return rehearsal.relocated(table) if scale == "rehearsal" else table
 
 
 def _host(scale: str, host: Host | None) -> Host:

@@ -1,7 +1,8 @@
 """scale=rehearsal end to end (issue 42 item 7): a paper-scale table's jobs run here exactly as at paper scale
 (vLLM with Qwen3-8B by hub id, wiki-18 by its FlashRAG file name, a 500-question draw with the paper's seed), with
 the stand-ins of tests/standins/ in their place; the preflight finds every need met once the rehearsal has built
-the index a user would build with `build_index.py`, and the table's footer says what was stood in for.
+the index a user would build with `build_index.py` and trained the exports its rows require (`train.py`, under
+the rehearsal's root), and the table's footer says what was stood in for.
 
 The quick test runs one row on one dataset; every row of the seven tables (`python reproduce.py table=<t>
 scale=rehearsal`) is the slow test."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +73,5 @@ def test_every_row_of_every_table_runs_at_rehearsal_scale(tmp_path, name):
         skips = {r["reason"] for r in csv.DictReader(f) if r["status"] == "skipped"}
     # skipped only where the paper names what hoprag does not implement (a method, or a dataset's loader)
     assert all("not implemented" in reason or "no loader" in reason for reason in skips), skips
+    exports = [r.path for row in rehearsal.relocated(table).rows for r in row.requires["rehearsal"]]
+    assert all(Path(e).is_dir() and Path(e).is_relative_to(rehearsal.root()) for e in exports), exports

@@ -6,9 +6,12 @@ official format under the full file's name, the test fixtures where no sample is
 AmbigDocs), and wiki-18 as FlashRAG ships it (`retrieval-corpus/wiki18_100w.jsonl`, `{"id", "contents":
 "\\"Title\\"\\ntext"}`, DPR's quoted titles) holding the bundled real wiki-18 passages plus every paragraph of
 the three dev samples (so their gold passages can be found): a few thousand passages instead of 21 million.
-CRAG's Task 1/2 file holds the 10 bundled questions with `split` set to 0: the paper reads the validation portion
-(split 0) and the bundled sample holds split-1 questions only; Task 3's archive (a tar.bz2 of JSONL parts, as
-released) holds the same questions in two parts, 5 pages each instead of 50."""
+2Wiki's `train.json` (what TreeHop's paper training reads) is the bundled 500-question train sample.
+CRAG's Task 1/2 file holds the 10 bundled questions (all of split 1 in the sample): the first 5 with `split` set to
+0, the validation portion the paper reports (the tables evaluate), the other 5 as they are, the router-training
+portion the paper's router is labelled on; Task 3's archive (a tar.bz2 of JSONL parts, as released) holds the
+same questions in two parts, 5 pages each instead of 50. Both are rewritten when a data root holds other
+content (an older split), never otherwise."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ COPIES = {
     "hotpotqa/hotpot_dev_distractor_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",
     "hotpotqa/hotpot_dev_fullwiki_v1.json": "hotpotqa/hotpot_dev_distractor_185.json",  # the same JSON schema
     "2wikimultihopqa/dev.json": "2wikimultihopqa/dev_159.json",
+    "2wikimultihopqa/train.json": "2wikimultihopqa/train_500.json",
     "musique/musique_ans_v1.0_dev.jsonl": "musique/musique_ans_dev_200.jsonl",
     "crag/company_name.dict": "crag/company_name.dict",
 }
@@ -39,6 +43,7 @@ FIXTURE_COPIES = {
     "asqa/ASQA.json": "asqa/ASQA.json",
     "ambigdocs/test.json": "ambigdocs/test.json",
 }
+VALIDATION = 5  # CRAG questions of split 0 (the rest are the router-training portion)
 DEV_SAMPLES = {  # format -> the bundled dev sample
     "hotpotqa": "hotpotqa/hotpot_dev_distractor_185.json",
     "2wikimultihopqa": "2wikimultihopqa/dev_159.json",
@@ -47,7 +52,7 @@ DEV_SAMPLES = {  # format -> the bundled dev sample
 
 
 def lay_out(data_root: Path, shared: Path) -> list[str]:
-    """Write the rehearsal's data root (files already there are kept); the relative names written."""
+    """Write the rehearsal's data root (copies and wiki-18 already there are kept); the relative names written."""
     written = []
     for name, source in [*((n, shared / s) for n, s in COPIES.items()),
                          *((n, FIXTURES / s) for n, s in FIXTURE_COPIES.items())]:  # fmt: skip
@@ -56,24 +61,14 @@ def lay_out(data_root: Path, shared: Path) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
         written.append(name)
-    crag = data_root / CRAG
-    if not crag.exists():
-        with bz2.open(shared / "crag" / "crag_task1_dev_10.jsonl.bz2", "rt", encoding="utf-8") as f:
-            records = [{**json.loads(line), "split": 0} for line in f if line.strip()]
-        with bz2.open(crag, "wt", encoding="utf-8") as out:
-            out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    written.append(CRAG)
-    task3 = data_root / CRAG_TASK3
-    if not task3.exists():
-        with bz2.open(crag, "rt", encoding="utf-8") as f:
-            lines = [line for line in f if line.strip()]
-        with tarfile.open(task3, "w:bz2") as tar:
-            for part, chunk in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :]), 1):
-                data = "".join(chunk).encode("utf-8")
-                member = tarfile.TarInfo(f"crag_task_3_dev_v4/crag_task_3_dev_v4_{part}.jsonl")
-                member.size = len(data)
-                tar.addfile(member, io.BytesIO(data))
-    written.append(CRAG_TASK3)
+    with bz2.open(shared / "crag" / "crag_task1_dev_10.jsonl.bz2", "rt", encoding="utf-8") as f:
+        lines = [json.dumps(_split(json.loads(line), i), ensure_ascii=False) + "\n"
+                 for i, line in enumerate(line for line in f if line.strip())]  # fmt: skip
+    crag, task3, text = data_root / CRAG, data_root / CRAG_TASK3, "".join(lines).encode("utf-8")
+    if not (task3.is_file() and crag.is_file() and bz2.decompress(crag.read_bytes()) == text):
+        _write(task3, _task3_archive(lines))  # the Task 1/2 file last: it tells that both are current
+        _write(crag, bz2.compress(text))
+    written += [CRAG, CRAG_TASK3]
     corpus = data_root / WIKI18
     if not corpus.exists():
         corpus.parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +78,30 @@ def lay_out(data_root: Path, shared: Path) -> list[str]:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
         tmp.rename(corpus)
     return [*written, WIKI18]
+
+
+def _split(record: dict, i: int) -> dict:
+    """The first `VALIDATION` questions in the validation portion (split 0); the others keep their own split."""
+    return {**record, "split": 0} if i < VALIDATION else record
+
+
+def _task3_archive(lines: list[str]) -> bytes:
+    """CRAG Task 3's release layout: a tar.bz2 of JSONL parts (here two)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:bz2") as tar:
+        for part, chunk in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :]), 1):
+            data = "".join(chunk).encode("utf-8")
+            member = tarfile.TarInfo(f"crag_task_3_dev_v4/crag_task_3_dev_v4_{part}.jsonl")
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def _wiki18_records(shared: Path):
