@@ -19,6 +19,7 @@ from hoprag.reproduce.plan import RUNS, Job, plan
 from hoprag.reproduce.preflight import INDEX_IN_RUN, Host, Preflight
 from hoprag.reproduce.preflight.report import render as preflight_table
 from hoprag.reproduce.spec import SCALES, Table, TableError, as_lines
+from hoprag.utils import run_lock
 from hoprag.utils.secrets import is_secret
 
 log = logging.getLogger(__name__)
@@ -90,31 +91,33 @@ def reproduce(
     (`rehearsal.provide`), under the rehearsal's root."""
     _known(scale)
     table = _rehearsed(table, scale)
-    shared = [*job_overrides, *(["overwrite=true"] if overwrite else [])]
-    jobs = plan(table, scale, out_dir, shared)
-    due = {j.name for j in jobs if not j.skip and (overwrite or not j.finished())}
-    with rehearsal.applied(scale):
-        host = _host(scale, host)
-        found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
-        exports = {r.command for row in table.rows for r in row.requires[scale]}
-        provided = list(dict.fromkeys(n.command for n in found.missing if n.kind == "index" or n.command in exports))
-        if scale == "rehearsal" and provided:  # the rehearsal makes them as a user would, then checks again
-            rehearsal.provide(provided, exports)
-            host = Host(env=host.env, timeout=host.timeout, gpus=host.gpus)  # asked afresh: nothing remembered
+    with run_lock.hold(out_dir, "reproduce.py"):  # one writer per table: its jobs.json, runs and table files
+        shared = [*job_overrides, *(["overwrite=true"] if overwrite else [])]
+        jobs = plan(table, scale, out_dir, shared)
+        due = {j.name for j in jobs if not j.skip and (overwrite or not j.finished())}
+        with rehearsal.applied(scale):
+            host = _host(scale, host)
             found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
-        log.info("preflight:\n%s", preflight_table(found))
-        jobs = preflight.refuse(jobs, found)
-        todo = [j for j in jobs if j.name in due and not j.skip]
-        for job in jobs:
-            state = f"skipped: {job.skip}" if job.skip else ("to run" if job in todo else "finished")
-            log.info("%-40s %s", job.name, state)
-        if todo:
-            status = launch(todo, out_dir, hydra_overrides)
-            if status:
-                log.error("the multirun exited with status %d; the table shows what finished", status)
-    report = render.build(table, scale, jobs, resamples, seed)
-    render.write(report, out_dir)
-    return report, [j for j in todo if not j.finished()]
+            exports = {r.command for row in table.rows for r in row.requires[scale]}
+            needed = [n.command for n in found.missing if n.kind == "index" or n.command in exports]
+            provided = list(dict.fromkeys(needed))
+            if scale == "rehearsal" and provided:  # the rehearsal makes them as a user would, then checks again
+                rehearsal.provide(provided, exports)
+                host = Host(env=host.env, timeout=host.timeout, gpus=host.gpus)  # asked afresh: nothing remembered
+                found = preflight.check(table, scale, [j for j in jobs if j.name in due], host, index_in_run)
+            log.info("preflight:\n%s", preflight_table(found))
+            jobs = preflight.refuse(jobs, found)
+            todo = [j for j in jobs if j.name in due and not j.skip]
+            for job in jobs:
+                state = f"skipped: {job.skip}" if job.skip else ("to run" if job in todo else "finished")
+                log.info("%-40s %s", job.name, state)
+            if todo:
+                status = launch(todo, out_dir, hydra_overrides)
+                if status:
+                    log.error("the multirun exited with status %d; the table shows what finished", status)
+        report = render.build(table, scale, jobs, resamples, seed)
+        render.write(report, out_dir)
+        return report, [j for j in todo if not j.finished()]
 
 
 def _rehearsed(table: Table, scale: str) -> Table:

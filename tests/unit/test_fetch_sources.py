@@ -18,7 +18,7 @@ from tests.unit.test_reproduce_tables import TABLES, composed, load
 
 FILE_KEYS = ("questions", "corpus")  # a QADataset's files, wherever a config holds one (eval data, a labeller's)
 API_TARGET = "hoprag.sources.APISource"  # reads the company table (COMPANY_TABLE) unless told another
-# the bundled samples (../shared/data, README "Data"): TreeHop's paper training validates over them (conf/open_corpus)
+# the bundled samples (../shared/data, README "Data"): `+model=treehop` validates over them (conf/open_corpus)
 BUNDLED = PROJECT_ROOT.parent / "shared" / "data"
 
 
