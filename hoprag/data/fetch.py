@@ -5,8 +5,8 @@ paper jobs and checks it). Three kinds:
 
 - "url": one file on its official server (HotpotQA, ASQA, CRAG's Task 1/2 file and company table, TAT-QA),
   downloaded as it is;
-- "hf": one file of a Hugging Face hub dataset (FlashRAG's splits, MultiHop-RAG, RM3QA), fetched with
-  huggingface_hub's `hf_hub_download`;
+- "hf": one file of a Hugging Face hub dataset (FlashRAG's splits, MultiHop-RAG, RM3QA, HippoRAG 2's NQ and
+  PopQA subsets), fetched with huggingface_hub's `hf_hub_download`;
 - "manual": an archive to download and unpack (2Wiki's zips, MuSiQue's, CRAG's Task 3 parts, wiki-18):
   the error names the official page and the shell command that puts the file in place (`hf download` is
   today's hub CLI; huggingface_hub no longer ships `huggingface-cli`).
@@ -95,6 +95,8 @@ def _sources() -> dict[str, Source]:
         sources[f"rm3qa/{name}"] = _hub("fishsure/RM3QA", name)
     for name in ("MultiHopRAG.json", "corpus.json"):  # the README's hub copy of yixuantt/MultiHop-RAG dataset/
         sources[f"multihop_rag/{name}"] = _hub("yixuantt/MultiHopRAG", name)
+    for name in ("nq.json", "nq_corpus.json", "popqa.json", "popqa_corpus.json"):  # HippoRAG 2's subsets
+        sources[f"hipporag2/{name}"] = _hub("osunlp/HippoRAG_2", name)
     tatqa = "https://raw.githubusercontent.com/NExTplusplus/TAT-QA/master/dataset_raw/"
     for split in ("train", "dev"):
         sources[f"tatqa/tatqa_dataset_{split}.json"] = Source("url", f"{tatqa}tatqa_dataset_{split}.json")

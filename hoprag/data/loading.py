@@ -20,6 +20,7 @@ from hoprag.data import asqa
 from hoprag.data.ambigdocs import parse_ambigdocs
 from hoprag.data.crag import parse_crag
 from hoprag.data.flashrag import parse_flashrag
+from hoprag.data.hipporag import parse_hipporag
 from hoprag.data.hotpotqa import parse_hotpotqa
 from hoprag.data.multihop_rag import parse_multihop_rag
 from hoprag.data.musique import parse_musique
@@ -46,6 +47,7 @@ FORMATS: dict[str, Callable[[dict[str, Any]], QAExample | list[QAExample]]] = {
     "asqa": asqa.parse_asqa,
     "ambigdocs": parse_ambigdocs,
     "tatqa": parse_tatqa,
+    "hipporag": parse_hipporag,
 }
 
 
@@ -65,6 +67,8 @@ def detect_format(record: dict[str, Any]) -> str | None:
         return "multihop_rag"
     if "paragraphs" in record and "question_decomposition" in record:
         return "musique"
+    if "paragraphs" in record and "question" in record:  # HippoRAG 2's subsets (NQ, PopQA)
+        return "hipporag"
     if "evidences" in record or "entity_ids" in record:
         return "2wikimultihopqa"
     if "supporting_facts" in record and "context" in record:

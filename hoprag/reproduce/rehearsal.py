@@ -67,7 +67,8 @@ STAND_INS = (
     "Stanza's constituency parser: brackets derived from the bundled spaCy model's dependency parse; task heads "
     "(the cross-encoder, the SQuAD reader): MiniLM with untrained heads",
     "data: the bundled samples under the official file names (2Wiki's train.json: the 500-question train sample; "
-    "CRAG: 5 questions of the validation portion, 5 of the router-training portion); wiki-18: 7,406 real "
+    "CRAG: 5 questions of the validation portion, 5 of the router-training portion; HippoRAG 2's NQ and PopQA "
+    "files: bundled HotpotQA questions in their layout, none of NQ or PopQA being bundled); wiki-18: 7,406 real "
     "passages in FlashRAG's layout",
     f"questions: {QUESTIONS} per run (the paper's seed draws them where it draws a sample)",
     f"trained exports: each row's `requires` command, run here with {' '.join(TRAINING)} (the experiment's "

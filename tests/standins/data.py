@@ -11,7 +11,10 @@ CRAG's Task 1/2 file holds the 10 bundled questions (all of split 1 in the sampl
 0, the validation portion the paper reports (the tables evaluate), the other 5 as they are, the router-training
 portion the paper's router is labelled on; Task 3's archive (a tar.bz2 of JSONL parts, as released) holds the
 same questions in two parts, 5 pages each instead of 50. Both are rewritten when a data root holds other
-content (an older split), never otherwise."""
+content (an older split), never otherwise. HippoRAG 2's NQ and PopQA subsets (`hipporag2/{nq,popqa}.json` and
+their `*_corpus.json`) are not bundled: their four files stand in for the layout only, not NQ's or PopQA's content,
+holding the first `HIPPORAG_QUESTIONS` bundled HotpotQA questions with their paragraphs (PopQA's answers as its
+JSON string)."""
 
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ FIXTURE_COPIES = {
     "asqa/ASQA.json": "asqa/ASQA.json",
     "ambigdocs/test.json": "ambigdocs/test.json",
 }
+HIPPORAG_QUESTIONS = 20
 VALIDATION = 5  # CRAG questions of split 0 (the rest are the router-training portion)
 DEV_SAMPLES = {  # format -> the bundled dev sample
     "hotpotqa": "hotpotqa/hotpot_dev_distractor_185.json",
@@ -69,6 +73,7 @@ def lay_out(data_root: Path, shared: Path) -> list[str]:
         _write(task3, _task3_archive(lines))  # the Task 1/2 file last: it tells that both are current
         _write(crag, bz2.compress(text))
     written += [CRAG, CRAG_TASK3]
+    written += _hipporag_subsets(data_root, shared)
     corpus = data_root / WIKI18
     if not corpus.exists():
         corpus.parent.mkdir(parents=True, exist_ok=True)
@@ -124,3 +129,27 @@ def _wiki18_records(shared: Path):
             seen.add((p.title, p.text))
             n += 1
             yield {"id": str(n), "contents": f'"{p.title.replace(chr(34), chr(34) * 2)}"\n{p.text}'}
+
+
+def _hipporag_subsets(data_root: Path, shared: Path) -> list[str]:
+    """HippoRAG 2's NQ and PopQA files in their layout, filled (no NQ or PopQA sample is bundled) with bundled
+    HotpotQA questions: a stand-in for the layout, not NQ's or PopQA's content."""
+    examples = QADataset(name="hotpotqa", questions=str(shared / DEV_SAMPLES["hotpotqa"]), format="hotpotqa",
+                         limit=HIPPORAG_QUESTIONS).examples  # fmt: skip
+    corpus = [{"title": p.title, "text": p.text} for p in pool_corpus(examples)]
+    files = {"hipporag2/nq.json": [_hipporag_record(ex, {"answer": ex.answers}) for ex in examples],
+             "hipporag2/popqa.json": [_hipporag_record(ex, {"id": i, "possible_answers": json.dumps(ex.answers)})
+                                      for i, ex in enumerate(examples)],
+             "hipporag2/nq_corpus.json": corpus, "hipporag2/popqa_corpus.json": corpus}  # fmt: skip
+    for name, records in files.items():
+        data = json.dumps(records, ensure_ascii=False, indent=1).encode("utf-8")
+        if not ((data_root / name).is_file() and (data_root / name).read_bytes() == data):  # kept: its store stays
+            _write(data_root / name, data)
+    return list(files)
+
+
+def _hipporag_record(example, answers: dict) -> dict:
+    """One question as HippoRAG 2's subsets hold it: the answer fields, then its paragraphs marked supporting."""
+    gold = set(example.supporting_titles)
+    paragraphs = [{"title": p.title, "text": p.text, "is_supporting": p.title in gold} for p in example.context]
+    return {**answers, "question": example.question, "paragraphs": paragraphs}
