@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +127,11 @@ class GPUSlots(Callback):
                              f"{len(available)} GPU group(s): set n_jobs={len(available)}")  # fmt: skip
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if self.gpus_per_job is not None:
-            claim(self.gpus_per_job)
+        """The job's own setting decides: a sweeper may give it per job (reproduce.py's rows), which the
+        callback, made once for the whole multirun, never sees."""
+        per_job = OmegaConf.select(config, "gpus_per_job", default=self.gpus_per_job)
+        if per_job is not None:
+            claim(per_job)
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
-        if self.gpus_per_job is not None:
-            release_unless_cuda_started()
+        release_unless_cuda_started()

@@ -9,7 +9,9 @@ import subprocess
 import sys
 
 from hoprag.paths import PROJECT_ROOT
+from hoprag.reproduce import reproduce
 from hoprag.utils import gpu_slots
+from tests.integration.test_reproduce_entry import small_table
 
 
 def test_two_jobs_of_a_joblib_multirun_run_on_different_gpus(tmp_path):
@@ -25,3 +27,18 @@ def test_two_jobs_of_a_joblib_multirun_run_on_different_gpus(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     gpus = sorted(json.loads((sweep / str(i) / "metrics.json").read_text())["run"]["gpus"] for i in range(2))
     assert gpus == ["0", "1"]
+
+
+def test_a_tables_rows_spread_over_the_gpus_with_joblib(tmp_path, monkeypatch):
+    """reproduce.py gives `gpus_per_job` to each row's job (its rows sweeper), and joblib's two workers take one
+    stand-in GPU each."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("HOPRAG_GPU_LOCKS", str(tmp_path / "locks"))
+    monkeypatch.delenv(gpu_slots.SLOT, raising=False)
+    out = tmp_path / "out"
+    launcher = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    _, unfinished = reproduce(small_table(tmp_path), "smoke", out, ["show=0", "logger=csv", "gpus_per_job=1"],
+                              launcher, resamples=200)  # fmt: skip
+    assert unfinished == []
+    runs = [out / "runs" / row / "hotpotqa" / "metrics.json" for row in ("rag", "closed")]
+    assert sorted(json.loads(r.read_text())["run"]["gpus"] for r in runs) == ["0", "1"]

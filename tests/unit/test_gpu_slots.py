@@ -65,3 +65,14 @@ def test_a_pool_with_more_workers_than_groups_is_refused_before_any_job(four_gpu
         gpu_slots.GPUSlots(2).on_multirun_start(config)
     gpu_slots.GPUSlots(2).on_multirun_start(OmegaConf.create({"hydra": {"launcher": {"n_jobs": 2}}}))
     gpu_slots.GPUSlots(None).on_multirun_start(config)  # not asked for: nothing checked
+
+
+def test_a_job_claims_by_its_own_setting_which_a_sweeper_may_give_per_job(four_gpus):
+    """reproduce.py's rows sweeper gives `gpus_per_job` to each job, not to the multirun the callback is made for."""
+    slots = gpu_slots.GPUSlots(None)
+    slots.on_job_start(OmegaConf.create({"gpus_per_job": 2}))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
+    slots.on_job_end(OmegaConf.create({"gpus_per_job": 2}))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    slots.on_job_start(OmegaConf.create({}))  # no setting: every GPU stays visible
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
