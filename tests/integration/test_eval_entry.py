@@ -81,7 +81,7 @@ def test_a_rerun_with_another_k_is_refused_and_the_run_directory_kept(tmp_path):
     assert {"predictions.jsonl", "metrics.json", "run_fingerprint.json"} <= {p.name for p in before}
 
     refused = eval_py(*args, "method.k=3", "batch_size=2", tmp_path=tmp_path, check=False)
-    assert refused.returncode == 1 and "method.k: saved 5, requested 3" in refused.stderr
+    assert refused.returncode == 2 and "method.k: saved 5, requested 3" in refused.stderr
     assert "batch_size" not in refused.stderr.split("ResumeRefused")[-1]  # run control may change
     after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in run_dir.rglob("*") if p.is_file()}
     assert after == before  # predictions, metrics, fingerprint and .hydra/ as they were
@@ -107,7 +107,7 @@ def test_nonsensical_numbers_are_refused_at_start_naming_the_key(tmp_path):
     run_dir = tmp_path / "run"
     proc = eval_py("+method=standard_rag", "llm=scripted", "~logger", "method.k=0", "batch_size=0",
                    f"hydra.run.dir={run_dir}", tmp_path=tmp_path, check=False)  # fmt: skip
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "method.k=0 must be an integer >= 1" in proc.stderr and "batch_size=0" in proc.stderr
     assert not (run_dir / "predictions.jsonl").exists()
 

@@ -32,7 +32,7 @@ def files(directory: Path) -> dict[str, bytes]:
 def test_limit_zero_is_refused_before_anything_is_written(tmp_path):
     run_dir = tmp_path / "run"
     proc = eval_py("+method=no_retrieval", "llm=scripted", "limit=0", f"hydra.run.dir={run_dir}", tmp_path=tmp_path)
-    assert proc.returncode == 1 and "limit=0 must be an integer >= 1 or null" in proc.stderr
+    assert proc.returncode == 2 and "limit=0 must be an integer >= 1 or null" in proc.stderr
     assert not run_dir.exists()  # not even Hydra's empty job log: a refused run leaves no folder behind
 
 
@@ -48,7 +48,7 @@ def test_overwrite_leaves_the_old_run_as_it_was_when_the_llm_probe_fails(tmp_pat
         url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
         rerun = eval_py("+method=no_retrieval", "llm=openai", f"llm.base_url={url}", "llm.max_retries=0", "limit=2",
                         "overwrite=true", f"hydra.run.dir={run_dir}", tmp_path=tmp_path)  # fmt: skip
-    assert rerun.returncode == 1 and "cannot reach the OpenAI-compatible server" in rerun.stderr
+    assert rerun.returncode == 2 and "cannot reach the OpenAI-compatible server" in rerun.stderr
     assert files(run_dir) == before  # predictions, metrics, fingerprint and .hydra/ byte for byte
 
 

@@ -55,13 +55,14 @@ FLASHRAG_PAIR = {"questions": "bamboogle/test.jsonl", "corpus": "bamboogle/wiki1
 @pytest.mark.skipif(not DATA_CONFIGS, reason="no conf/data configs in this checkout")
 @pytest.mark.parametrize("config", DATA_CONFIGS, ids=lambda p: p.stem)
 def test_hydra_data_configs_instantiate(config: Path):
-    # MultiHop-RAG, ASQA and AmbigDocs are not among the bundled samples: their configs read the hand-written
-    # official-format fixtures (ASQA and AmbigDocs without their open wiki corpus: the questions' own passages)
-    fixture = config.stem in ("multihop_rag", "asqa", "ambigdocs")
+    # MultiHop-RAG, ASQA, AmbigDocs and HippoRAG 2's NQ and PopQA are not among the bundled samples: their configs
+    # read hand-written official-format fixtures (ASQA and AmbigDocs without their open wiki corpus)
+    fixture = config.stem in ("multihop_rag", "asqa", "ambigdocs", "nq", "popqa")
     root, limit = (str(PROJECT_ROOT / "tests" / "fixtures"), 1) if fixture else (None, 5)
     cfg = OmegaConf.create({"paths": {"data_dir": root}, "limit": limit, "data": OmegaConf.load(config)})
     if config.stem in ("asqa", "ambigdocs"):
         cfg.data.corpus = None
+        cfg.data.exclude_questions = []  # a fixture question is an exemplar's (tests/unit/test_ambiguous_exemplars.py)
     for key in OmegaConf.missing_keys(cfg):
         OmegaConf.update(cfg, key, FLASHRAG_PAIR[key.split(".")[-1]])
     ds = instantiate(cfg.data)

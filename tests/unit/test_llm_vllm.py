@@ -78,7 +78,7 @@ def fake_vllm(monkeypatch):
 
 def test_missing_vllm_gives_a_clear_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
-    with pytest.raises(ImportError, match=r"pip install 'hoprag\[vllm\]'"):
+    with pytest.raises(ImportError, match=r"make GPU=1 install, or pip install -c constraints-gpu.txt"):
         VLLMLLM(model="Qwen/Qwen2.5-7B-Instruct")
 
 
