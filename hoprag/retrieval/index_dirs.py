@@ -19,7 +19,7 @@ DEFAULT_INDEX = {
     "ef_construction": None,  # HNSW's efConstruction (FAISS's default, 40, when None); part of the index's identity
     "ef_search": None,
     "nprobe": None,
-    "use_gpu": "auto",  # where FAISS searches: auto, cpu, gpu, gpu:<n>, shard (hoprag.retrieval.dense.placement)
+    "use_gpu": "auto",  # where FAISS searches: auto, cpu, gpu, gpu:<n>, shard (hoprag.retrieval.faiss_placement.placement)
     "chunk_size": 2048,
     "train_size": 100_000,
     "save_embeddings": False,

@@ -22,7 +22,8 @@ import numpy as np
 from hoprag.cost import Cost, charge_evenly
 from hoprag.data.corpus_store import Corpus, MemoryCorpus, as_corpus
 from hoprag.data.types import Passage
-from hoprag.retrieval.dense import DenseIndex, placement
+from hoprag.retrieval.dense import DenseIndex
+from hoprag.retrieval.faiss_placement import placement
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
 from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir
@@ -143,7 +144,7 @@ def _cached(
 class DenseRetriever(Retriever):
     """Embedding search over a FAISS index. `index` configures it (keys of DEFAULT_INDEX: FAISS `factory`, HNSW's
     `ef_construction` (a build setting) and `ef_search`, IVF's `nprobe` (both per run, no rebuild), `use_gpu` (where
-    it searches: `hoprag.retrieval.dense.placement`),
+    it searches: `hoprag.retrieval.faiss_placement.placement`),
     build `chunk_size` and `train_size`, and `save_embeddings`, which keeps a float32 memmap of the passage
     vectors in the cache directory as `.index.embeddings`)."""
 

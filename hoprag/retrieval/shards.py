@@ -38,7 +38,8 @@ import numpy as np
 
 from hoprag.data.corpus import iter_corpus
 from hoprag.data.types import Passage
-from hoprag.retrieval.dense import DenseIndex, placement
+from hoprag.retrieval.dense import DenseIndex
+from hoprag.retrieval.faiss_placement import placement
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir

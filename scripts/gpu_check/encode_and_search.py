@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from hoprag.data.types import Passage
-from hoprag.retrieval.dense import DenseIndex, adapt_factory, placement
+from hoprag.retrieval.dense import DenseIndex, adapt_factory
 from hoprag.retrieval.embedders import SentenceTransformerEmbedder, encoding_devices
+from hoprag.retrieval.faiss_placement import placement
 from hoprag.treehop import TreeHop, load_treehop
 from hoprag.treehop.retriever import model_step
 

@@ -9,8 +9,9 @@ import pytest
 
 from hoprag.data.types import Passage
 from hoprag.retrieval import DenseRetriever
-from hoprag.retrieval import dense as dense_module
-from hoprag.retrieval.dense import DenseIndex, Placement, _gpu_builder, placement
+from hoprag.retrieval import faiss_placement
+from hoprag.retrieval.dense import DenseIndex
+from hoprag.retrieval.faiss_placement import Placement, _gpu_builder, placement
 from tests.fakes import HashEmbedder
 
 CORPUS = [Passage(f"p{i}", f"Title {i}", f"passage number {i} about topic {i % 5}") for i in range(60)]
@@ -28,7 +29,7 @@ class FakeGpus:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
         self.calls: list[tuple] = []
-        monkeypatch.setattr(dense_module, "_gpu_resources", None)
+        monkeypatch.setattr(faiss_placement, "_gpu_resources", None)
         for name, value in {
             "StandardGpuResources": object,
             "get_num_gpus": lambda: n,
