@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from contextlib import nullcontext
 
 import hydra
 from hydra.utils import instantiate
@@ -32,7 +33,7 @@ from hoprag.data.fetch import ensure_file
 from hoprag.data.store_build import open_corpus_store
 from hoprag.paths import data_root
 from hoprag.retrieval.shards import BuildResult, build_bm25, build_dense, parse_worker
-from hoprag.utils import quiet
+from hoprag.utils import quiet, run_lock
 from hoprag.utils.refusals import reported
 from hoprag.utils.run_dirs import leaves_no_empty_run
 
@@ -60,6 +61,14 @@ def index_parts(retriever: DictConfig) -> Iterator[DictConfig]:
 def main(cfg: DictConfig) -> None:
     check_config(cfg)
     quiet.configure(cfg.get("verbose"))
+    worker = parse_worker(cfg.shard)
+    # one build or merge per index cache at a time; shard=i/n workers encode their own shards side by side
+    with run_lock.hold(cfg.paths.index_dir, "build_index.py") if worker is None else nullcontext():
+        build_indexes(cfg, worker)
+
+
+def build_indexes(cfg: DictConfig, worker: tuple[int, int] | None) -> None:
+    """Open the corpus and build each index `cfg.retriever` uses."""
     if cfg.corpus is not None:
         corpus = open_corpus_store(ensure_file(cfg.corpus, data_root(cfg.paths.data_dir)), cfg.paths.index_dir)
         log.info("corpus file %s: %d passages, store %s", cfg.corpus, len(corpus), corpus.directory)
@@ -67,7 +76,6 @@ def main(cfg: DictConfig) -> None:
         dataset = instantiate(cfg.data)
         corpus = as_corpus(dataset.corpus())
         log.info("corpus of %s: %d passages", dataset.name, len(corpus))
-    worker = parse_worker(cfg.shard)
     for part in index_parts(cfg.retriever):
         if part._target_ == DENSE:
             name = "DenseRetriever"
