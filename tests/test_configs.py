@@ -25,6 +25,9 @@ MANDATORY = {
     # (the AmbigDocs fixture holds two of the few-shot exemplars' questions, which the config leaves out)
     "ambigdocs": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}", "data.corpus=null",
                   "data.exclude_questions=[]"],
+    # HippoRAG 2's NQ and PopQA subsets: hand-written fixtures in their layout
+    "nq": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}"],
+    "popqa": [f"paths.data_dir={PROJECT_ROOT / 'tests' / 'fixtures'}"],
 }
 
 

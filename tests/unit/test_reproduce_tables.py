@@ -87,7 +87,8 @@ def test_treehop_t2_has_the_papers_settings(compose_cfg, tmp_path):
 @pytest.mark.parametrize("name", ["sc_rag_t3", "sc_rag_t5"])
 def test_the_self_correcting_rag_tables_have_the_papers_settings(compose_cfg, tmp_path, name):
     rows = by_row(composed(compose_cfg, tmp_path, name, "paper"))
-    assert {g for jobs in rows.values() for g, _ in jobs} == {"hotpotqa", "2wiki", "musique", "multihop_rag"}
+    assert {g for jobs in rows.values() for g, _ in jobs} == {"nq", "popqa", "hotpotqa", "2wiki", "musique",
+                                                              "multihop_rag"}
     for _, cfg in (c for jobs in rows.values() for c in jobs):
         assert cfg.embedder.model == "BAAI/bge-small-en-v1.5" and cfg.llm.model == "Qwen/Qwen2.5-7B-Instruct"  # §7
         assert cfg.llm.dtype == "bfloat16" and cfg.data.sample == 1000  # §7 bf16; §8.1: 1,000 queries a dataset
