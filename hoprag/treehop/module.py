@@ -219,6 +219,9 @@ class TreeHopModule(L.LightningModule):
     def on_train_start(self) -> None:
         """Validate the untrained model and log it at step 0 (Lightning's sanity check logs nothing), so the
         metrics start with the row training must beat; not on a resume. Each rank takes its share of trees."""
+        if self.hparams.in_batch_negatives and self.trainer.world_size > 1:  # the loss differs from one device's
+            report(f"TreeHop: in-batch negatives come from each device's share of the batch "
+                   f"({self.trainer.world_size} devices), not the whole global batch as on one device")  # fmt: skip
         if self.trainer.global_step > 0 or not self.data.dev_trees:
             return
         trees = self.data.dev_trees[self.global_rank :: self.trainer.world_size]

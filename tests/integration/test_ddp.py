@@ -46,6 +46,7 @@ def test_treehop_encodes_once_and_trains_on_the_global_batch(tmp_path):
     files = list((cache / "treehop").iterdir())
     assert len(files) == 1 and files[0].match("hashing-*.npz")  # and no temporary is left beside it
     assert "batch 8 trees = 2 devices × 4" in out
+    assert "in-batch negatives come from each device's share of the batch (2 devices)" in out
     trees = int(re.search(r"treehop data: (\d+) trees", out).group(1))
     train_trees = trees - max(1, round(0.15 * trees))  # dev_fraction's held-aside trees
     assert steps_taken(run_dir) == math.ceil(train_trees / 8)  # one device's steps at 8 trees a step, not 2 × 8

@@ -10,11 +10,10 @@ import pytest
 
 from hoprag.data import load_questions
 from hoprag.evaluation.runner import run, summarize
-from hoprag.llm import ScriptedLLM
-from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics import EvalRow, MetricSuite, TransformersReader, answer_recall, disambig_f1, entity_recall, str_em
 from hoprag.metrics.ambiguous import ambiguity_scores, read_span
 from hoprag.paths import PROJECT_ROOT
+from tests.fakes import Replies
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures"
 DUMBLEDORE = {"qa_pairs": [
@@ -224,20 +223,6 @@ def test_the_transformers_reader_windows_the_context_and_maps_spans_back():
     assert sum(model.batches) > 3 and max(model.batches) <= 2  # several windows per question, in batches
     assert reader(["Which city ?"], "No capital named here .") == [""]
     assert reader([], context) == []
-
-
-class Replies(Method):
-    """Answers each question with a fixed long answer."""
-
-    name = "replies"
-    needs_retriever = False
-
-    def __init__(self, replies: dict[str, str]) -> None:
-        super().__init__(ScriptedLLM())
-        self.replies = replies
-
-    def answer(self, examples, costs):
-        return [MethodOutput(self.replies[ex.id]) for ex in examples]
 
 
 def _first_short_answer_if_present(questions: list[str], context: str, table: dict[str, str]) -> list[str]:

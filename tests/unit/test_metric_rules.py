@@ -13,8 +13,6 @@ from hydra.utils import instantiate
 from hoprag.data import QADataset
 from hoprag.data.types import Passage
 from hoprag.evaluation.runner import run
-from hoprag.llm import ScriptedLLM
-from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics import (
     EvalRow,
     MetricSuite,
@@ -30,6 +28,7 @@ from hoprag.metrics import (
     unicode_changed,
 )
 from hoprag.metrics.crag import CORRECT, HALLUCINATION, MISSING, OFFICIAL, RULES, summary
+from tests.fakes import Replies
 
 NFD_CORDOBA = unicodedata.normalize("NFD", "Córdoba")
 RLM, ZWSP = "\u200f", "\u200b"
@@ -130,18 +129,6 @@ def test_official_rules_decide_invalid_on_both_sides_without_the_judge():
     pruningrag = AskedJudge()
     crag_outcomes(items, pruningrag)
     assert len(pruningrag.items) == 4  # PruningRAG's evaluator asks its judge about all four
-
-
-class Replies(Method):
-    name = "replies"
-    needs_retriever = False
-
-    def __init__(self, replies: dict[str, str]) -> None:
-        super().__init__(ScriptedLLM())
-        self.replies = replies
-
-    def answer(self, examples, costs):
-        return [MethodOutput(self.replies[ex.id]) for ex in examples]
 
 
 def test_metrics_json_names_the_rules_that_scored_the_run(tmp_path, compose_cfg):
