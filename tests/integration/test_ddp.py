@@ -21,8 +21,9 @@ TREEHOP = ["+model=treehop", "embedder=hashing", "model.datamodule.train.limit=6
 
 
 def run(*overrides: str, run_dir: Path, cache: Path) -> subprocess.CompletedProcess:
+    """Progress lines on even under `CI=true`: the reranker test counts the encoding bar's."""
     env = {**os.environ, "HOPRAG_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
+           "OMP_NUM_THREADS": "1", "HOPRAG_PROGRESS": "1"}  # fmt: skip
     return subprocess.run([sys.executable, "train.py", *overrides, "trainer=ddp_cpu", "threads=1", "logger=csv",
                            "trainer.max_epochs=1", f"hydra.run.dir={run_dir}"],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
