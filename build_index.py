@@ -1,8 +1,10 @@
 """Build the retrieval index of one corpus, as its own entry point (DPR/FlashRAG style).
 
     python build_index.py data=hotpotqa retriever=dense [embedder=bge_m3] [index=hnsw] [force=true]
-    python build_index.py corpus=wiki18/wiki18.jsonl retriever=dense embedder=e5_base index=ivfpq \
+    python build_index.py corpus=wiki18/wiki18.jsonl retriever=dense embedder=e5_base index=wiki18 \
         [shard=i/n | merge=true] [shards.size=100000] [shards.dtype=float16]
+    python build_index.py corpus=wiki18/wiki18_100w.jsonl retriever=flashrag_dense \
+        retriever.index_path=wiki18/e5_Flat.index embedder=e5_base index=wiki18 shards.dtype=float16
 
 The index is cached under `paths.index_dir`, one directory per corpus fingerprint and per digest of what
 decides the index (embedder with its passage template, index type; BM25 parameters), exactly where the
@@ -12,6 +14,9 @@ directory beside the old), or `force=true`. Dense indexes are encoded in shards 
 worker i's share (one process per GPU or machine) and `merge=true` then builds the index from all shards.
 Each shard is stamped (embedder, template, corpus, rows, dtype, byte lengths, checksums): a resumed build
 rebuilds a short or foreign shard, and `merge=true` refuses one, naming the shard and the differing key.
+An IVF index is written list by list from the shards (`hoprag.retrieval.ivf_build`: memory bounded by its training
+sample and one shard; a killed merge resumes at its first missing shard). `retriever=flashrag_dense` with an index
+other than Flat converts FlashRAG's prebuilt Flat file into it once, through shards copied from the file's rows.
 `corpus=<FlashRAG JSONL>` reads a corpus file through its store (`hoprag.data.store_build`: Arrow, memory-mapped,
 built once beside the indexes, resumable; a rerun recognises the file without reading it) instead of holding the
 dataset's corpus in memory; so does a dataset whose config names a corpus file.
@@ -28,10 +33,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from hoprag.config import check_config, register_resolvers
-from hoprag.data.corpus_store import as_corpus
+from hoprag.data.corpus_store import Corpus, as_corpus
 from hoprag.data.fetch import ensure_file
 from hoprag.data.store_build import open_corpus_store
 from hoprag.paths import data_root
+from hoprag.retrieval.dense import read_index
+from hoprag.retrieval.flashrag_index import check_rows, convert, prebuilt_path
 from hoprag.retrieval.shards import BuildResult, build_bm25, build_dense, parse_worker
 from hoprag.utils import quiet, run_lock
 from hoprag.utils.refusals import reported
@@ -42,12 +49,14 @@ register_resolvers()
 
 DENSE = "hoprag.retrieval.DenseRetriever"
 BM25 = "hoprag.retrieval.BM25Retriever"
+PREBUILT = "hoprag.retrieval.flashrag_index.PrebuiltDenseRetriever"
 STATES = {"cached": "already in cache", "built": "built", "encoded": "encoded (this worker's shards)"}
 
 
 def index_parts(retriever: DictConfig) -> Iterator[DictConfig]:
-    """The dense and BM25 retriever configs inside a retriever config (itself, or RRF's / TreeHop's parts)."""
-    if retriever.get("_target_") in (DENSE, BM25):
+    """The dense, prebuilt dense and BM25 retriever configs inside a retriever config (itself, or RRF's / TreeHop's
+    parts)."""
+    if retriever.get("_target_") in (DENSE, BM25, PREBUILT):
         yield retriever
         return
     for value in retriever.values():
@@ -76,21 +85,20 @@ def build_indexes(cfg: DictConfig, worker: tuple[int, int] | None) -> None:
         dataset = instantiate(cfg.data)
         corpus = as_corpus(dataset.corpus())
         log.info("corpus of %s: %d passages", dataset.name, len(corpus))
+    build = {"shard_size": cfg.shards.size, "dtype": cfg.shards.dtype, "worker": worker, "merge": cfg.merge,
+             "force": cfg.force}  # fmt: skip
     for part in index_parts(cfg.retriever):
         if part._target_ == DENSE:
             name = "DenseRetriever"
             result = build_dense(
-                corpus,
-                instantiate(part.embedder),
-                part.cache_dir,
-                part.index,
-                shard_size=cfg.shards.size,
-                dtype=cfg.shards.dtype,
-                worker=worker,
-                merge=cfg.merge,
-                force=cfg.force,
-                batch_size=part.batch_size,
+                corpus, instantiate(part.embedder), part.cache_dir, part.index, batch_size=part.batch_size, **build
             )
+        elif part._target_ == PREBUILT:
+            if part.index.factory == "Flat":
+                log.info("FlashRAG's Flat index is searched as it is (index=flat): nothing to build")
+                continue
+            name = f"{part.index.factory} conversion of {part.index_path}"
+            result = convert_prebuilt(corpus, part, build)
         elif worker is not None:
             log.info("BM25 is built in one process: run it without shard=i/n")
             continue
@@ -98,6 +106,14 @@ def build_indexes(cfg: DictConfig, worker: tuple[int, int] | None) -> None:
             settings = {key: part[key] for key in ("k1", "b", "method", "stemmer")}
             name, result = "BM25Retriever", build_bm25(corpus, part.cache_dir, force=cfg.force, **settings)
         report(name, result)
+
+
+def convert_prebuilt(corpus: Corpus, part: DictConfig, build: dict) -> BuildResult:
+    """FlashRAG's Flat file converted once into the index `part.index` names (resumable: `convert`)."""
+    path = prebuilt_path(part.index_path, part.root)
+    prebuilt = read_index(path, mmap=True)
+    check_rows(path, prebuilt, len(corpus))
+    return convert(corpus, path, prebuilt, part.built_with, part.index, part.cache_dir, **build)[0]
 
 
 def report(name: str, result: BuildResult) -> None:

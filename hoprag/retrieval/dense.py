@@ -4,6 +4,10 @@ The index type is a FAISS factory string ("Flat", "HNSW32", "IVF1024,PQ64", ...)
 chunk of passages at a time and adds it to the index, so memory holds the index plus one chunk, never
 every embedding as Python objects; an IVF/PQ index is trained on the first chunks (up to `train_size`
 vectors). Embeddings can also be written to a float32 `.npy` memmap for other components to reuse.
+
+A saved index can be opened memory-mapped (`read_index`: seconds at wiki-18 scale, pages read as searched), and
+one built from shards can re-rank its candidates with their exact vectors, read by row from the shards
+(`refine`: a compressed index's recall back near Flat's).
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,11 +36,13 @@ except ImportError as err:  # an extra of two kinds, which install the same `fai
 
 from hoprag.data.types import Passage
 from hoprag.retrieval.embedders import Embedder
+from hoprag.retrieval.exact_rows import ShardRows, rerank
 from hoprag.retrieval.faiss_placement import Placement, _gpu_builder, placement, to_gpu
 from hoprag.retrieval.fingerprint import corpus_fingerprint as fingerprint_of
 from hoprag.retrieval.manifest import (
     IDS_FILE,
     TRUNCATED,
+    IndexMismatchError,
     check_manifest,
     new_manifest,
     read_ids,
@@ -53,6 +58,7 @@ log = logging.getLogger(__name__)
 INDEX_FILE = "index.faiss"
 EMBEDDINGS_FILE = "embeddings.npy"
 KIND = "dense"
+GPU_MAX_K = 2048  # the most results FAISS's GPU indexes return per query: the re-ranking depth there
 
 
 def adapt_factory(factory: str, n_train: int) -> str:
@@ -86,6 +92,25 @@ def release_freed_memory() -> None:
             libc.malloc_trim(0)
 
 
+def shard_manifest(
+    store: ShardStore, factory: str, faiss_factory: str, dim: int, started: float, **extra: Any
+) -> dict[str, Any]:
+    """The manifest of an index built from a complete `ShardStore` (in memory or streamed to disk): the
+    store's plan, the shards it reads back from, and the build time with the shards' encoding."""
+    plan = store.plan
+    return new_manifest(
+        KIND,
+        **{k: v for k, v in plan.items() if k not in ("num_passages", "shard_size", "dtype", "dim")},
+        dim=dim,
+        factory=factory,
+        faiss_factory=faiss_factory,
+        num_passages=store.num_passages,
+        build_seconds=round(store.encode_seconds() + time.perf_counter() - started, 3),
+        shards={"directory": str(store.directory), "shard_size": store.shard_size, "dtype": plan["dtype"]},
+        **extra,
+    )
+
+
 def set_ef_construction(index: faiss.Index, value: int | None, factory: str) -> None:
     """HNSW's efConstruction (candidates kept while linking a vector into the graph), set before anything is
     added; a factory without an HNSW graph refuses it rather than ignoring it."""
@@ -95,6 +120,28 @@ def set_ef_construction(index: faiss.Index, value: int | None, factory: str) -> 
     if graph is None:
         raise ValueError(f"index.ef_construction={value} needs an HNSW factory (e.g. HNSW32), not {factory!r}")
     graph.efConstruction = value
+
+
+# Newer FAISS maps any index's codes (Flat vectors, HNSW storage, IVF lists) with IO_FLAG_MMAP_IFC; older builds map
+# an IVF's inverted lists only (IO_FLAG_MMAP), and read other types whole.
+MMAP_FLAG = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP)
+
+
+def read_index(path: str | Path, mmap: bool = False) -> faiss.Index:
+    """A FAISS file read whole, or with `mmap` memory-mapped: opened in seconds whatever its size, its pages read
+    as searches touch them (and, being the file's, given back by the kernel under memory pressure)."""
+    return faiss.read_index(str(path), MMAP_FLAG if mmap else 0)
+
+
+def exact_rows(directory: Path, manifest: dict[str, Any]) -> ShardRows:
+    """The exact vectors an index built from shards re-ranks with (its manifest names the shards)."""
+    shards = manifest.get("shards")
+    if shards is None:
+        raise IndexMismatchError(
+            f"index.refine re-ranks with the exact vectors kept in a sharded build's shards, and the index in "
+            f"{directory} was built in one process: build it with python build_index.py, or set index.refine=null"
+        )
+    return ShardRows(shards["directory"], shards["shard_size"], manifest["num_passages"])
 
 
 class DenseIndex:
@@ -109,10 +156,18 @@ class DenseIndex:
         ef_search: int | None = None,
         nprobe: int | None = None,
         use_gpu: bool | str = "auto",
+        refine: int | None = None,
+        rows: ShardRows | None = None,
     ) -> None:
+        """`refine` (with `rows`, the exact vectors): search `refine` x k candidates, keep the k of highest exact
+        inner product (a compressed index's re-ranking stage)."""
+        if refine is not None and (refine < 1 or rows is None):
+            raise ValueError(f"index.refine={refine}: a factor of candidates >= 1, with the exact vectors to read")
         self._ids = ids
         self.manifest = manifest
         self.embeddings = embeddings
+        self.refine = refine
+        self.rows = rows
         self.placement = Placement("cpu")
         self.index = self._place(index, use_gpu)
         self.set_search_params(ef_search=ef_search, nprobe=nprobe)
@@ -271,20 +326,12 @@ class DenseIndex:
             stored.flush()
             del stored
             embeddings = np.load(embeddings_path, mmap_mode="r")
-        plan = store.plan
-        manifest = new_manifest(
-            KIND,
-            **{k: v for k, v in plan.items() if k not in ("num_passages", "shard_size", "dtype", "dim")},
-            dim=index.d,
-            factory=factory,
-            faiss_factory=faiss_factory,
-            num_passages=store.num_passages,
-            build_seconds=round(store.encode_seconds() + time.perf_counter() - started, 3),
+        manifest = shard_manifest(
+            store, factory, faiss_factory, index.d, started,
             embeddings_file=Path(embeddings_path).name if embeddings_path is not None else None,
-            shards={"directory": str(store.directory), "shard_size": store.shard_size, "dtype": plan["dtype"]},
             train_sample=trained_on,
             **({"ef_construction": ef_construction} if ef_construction is not None else {}),
-        )
+        )  # fmt: skip
         return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
 
     def save(self, directory: str | Path) -> None:
@@ -307,10 +354,13 @@ class DenseIndex:
         ef_search: int | None = None,
         nprobe: int | None = None,
         use_gpu: bool | str = "auto",
+        mmap: bool = False,
+        refine: int | None = None,
     ) -> DenseIndex:
         """Load a saved index; IndexMismatchError if it was built by another embedder configuration,
         over another corpus, or (when `factory` / `ef_construction` are given) with another index type or
-        HNSW efConstruction."""
+        HNSW efConstruction. `mmap` maps the file instead of reading it (`read_index`); `refine` re-ranks with the
+        exact vectors of the shards it was built from."""
         directory = Path(directory)
         manifest = read_manifest(directory, KIND)
         expected: dict[str, Any] = dict(embedder.describe()) if embedder is not None else {}
@@ -321,11 +371,13 @@ class DenseIndex:
         if ef_construction is not None:
             expected["ef_construction"] = ef_construction
         check_manifest(directory, manifest, expected)
-        index = faiss.read_index(str(directory / INDEX_FILE))
+        index = read_index(directory / INDEX_FILE, mmap)
         ids = partial(read_ids, directory)
         embeddings_file = manifest.get("embeddings_file")
         embeddings = np.load(directory / embeddings_file, mmap_mode="r") if embeddings_file else None
-        return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu)
+        rows = exact_rows(directory, manifest) if refine is not None else None
+        return cls(index, ids, manifest, embeddings, ef_search=ef_search, nprobe=nprobe, use_gpu=use_gpu,
+                   refine=refine, rows=rows)  # fmt: skip
 
     def set_search_params(self, ef_search: int | None = None, nprobe: int | None = None) -> None:
         """Set HNSW `efSearch` and IVF `nprobe`; a setting the index type does not have is ignored, so one
@@ -342,25 +394,32 @@ class DenseIndex:
     def search(self, query_vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k inner products for a batch of query vectors: (scores, row indices), both (n_queries, k').
 
-        k' = min(k, ntotal). Approximate indexes may return fewer than k' hits; those slots hold index -1.
+        k' = min(k, ntotal). Approximate indexes may return fewer than k' hits; those slots hold index -1. With
+        `refine`, the k of refine x k candidates (at most GPU_MAX_K on a GPU) with the highest exact inner product.
         """
         queries = np.ascontiguousarray(query_vectors, dtype=np.float32).reshape(-1, self.dim)
         k = min(k, self.ntotal)
         if k <= 0 or len(queries) == 0:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
-        return self.index.search(queries, k)
+        if self.refine is None:
+            return self.index.search(queries, k)
+        depth = min(k * self.refine, self.ntotal, GPU_MAX_K if self.on_gpu else self.ntotal)
+        _, candidates = self.index.search(queries, depth)
+        return rerank(queries, candidates, self.rows, k)
 
     def _place(self, index: faiss.Index, use_gpu: bool | str) -> faiss.Index:
         """`index` where `use_gpu` says (`placement`). A type FAISS has no GPU version of (HNSW) stays on the
-        CPU under "auto" and is refused when a GPU placement was asked for."""
+        CPU under "auto" or "auto:shard" and is refused when a GPU placement was asked for."""
         where = placement(use_gpu)
+        factory = self.manifest.get("faiss_factory") or "prebuilt"
+        if where.why:
+            log.info("the %s index searches on the CPU: %s", factory, where.why)
         if not where.on_gpu:
             return index
-        factory = self.manifest.get("faiss_factory") or "prebuilt"
         try:
             moved = to_gpu(index, where, factory)
         except RuntimeError as err:
-            if use_gpu != "auto":
+            if not str(use_gpu).startswith("auto"):
                 message = f"index.use_gpu={use_gpu}: FAISS cannot put the {factory} index there: {err}"
                 raise RuntimeError(message) from err
             log.warning("keeping the %s index on CPU: %s", factory, err)

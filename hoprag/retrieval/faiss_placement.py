@@ -1,11 +1,12 @@
 """Where a FAISS index lives (`index.use_gpu`): the CPU, one GPU, or sharded over every visible GPU, decided for
-this machine and refused clearly where FAISS cannot honour it (faiss-cpu, no GPU, a GPU number past the last)."""
+this machine and refused clearly where FAISS cannot honour it (faiss-cpu, no GPU, a GPU number past the last);
+`auto` and `auto:shard` fall back to the CPU instead, saying why."""
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import faiss
@@ -15,17 +16,19 @@ log = logging.getLogger(__name__)
 _gpu_resources: Any = None
 
 
-PLACEMENTS = "auto, cpu, gpu, gpu:<n> or shard"
-_PLACEMENT = re.compile(r"(auto|cpu|shard)|gpu(?::(\d+))?")
+PLACEMENTS = "auto, auto:shard, cpu, gpu, gpu:<n> or shard"
+_PLACEMENT = re.compile(r"(auto:shard|auto|cpu|shard)|gpu(?::(\d+))?")
 
 
 @dataclass(frozen=True)
 class Placement:
     """Where a FAISS index searches (`index.use_gpu`): "cpu"; "gpu" (one GPU, number `gpu`); "shard" (its
-    vectors split over every visible GPU, FAISS's IndexShards: an index too big for one GPU's memory)."""
+    vectors split over every visible GPU, FAISS's IndexShards: an index too big for one GPU's memory). `why`
+    says why an automatic choice fell back to the CPU."""
 
     where: str
     gpu: int = 0
+    why: str = field(default="", compare=False)
 
     @property
     def on_gpu(self) -> bool:
@@ -36,9 +39,10 @@ class Placement:
 
 
 def placement(use_gpu: bool | str) -> Placement:
-    """`index.use_gpu` decided for this machine: "auto" is GPU 0 when FAISS has GPU support and sees a GPU, else
-    the CPU; true / "gpu" / "gpu:<n>" and "shard" are GPU placements, refused (RuntimeError naming the fix) where
-    FAISS cannot honour them; false / "cpu" is the CPU. Anything else is refused (ValueError)."""
+    """`index.use_gpu` decided for this machine: "auto" is GPU 0 and "auto:shard" every GPU (sharded) when FAISS
+    has GPU support and sees a GPU, else the CPU (with `why`); true / "gpu" / "gpu:<n>" and "shard" are GPU
+    placements, refused (RuntimeError naming the fix) where FAISS cannot honour them; false / "cpu" is the CPU.
+    Anything else is refused (ValueError)."""
     value = ("gpu" if use_gpu else "cpu") if isinstance(use_gpu, bool) else str(use_gpu)
     match = _PLACEMENT.fullmatch(value)
     if match is None:
@@ -47,8 +51,8 @@ def placement(use_gpu: bool | str) -> Placement:
     if asked.where == "cpu":
         return asked
     missing = _missing_gpu(asked.gpu if asked.where == "gpu" else None)
-    if asked.where == "auto":
-        return Placement("cpu") if missing else Placement("gpu")
+    if asked.where.startswith("auto"):
+        return Placement("cpu", why=missing) if missing else Placement("shard" if value == "auto:shard" else "gpu")
     if missing:
         raise RuntimeError(f"index.use_gpu={value}: {missing}; set index.use_gpu=cpu or auto")
     return asked

@@ -19,7 +19,9 @@ DEFAULT_INDEX = {
     "ef_construction": None,  # HNSW's efConstruction (FAISS's default, 40, when None); part of the index's identity
     "ef_search": None,
     "nprobe": None,
-    "use_gpu": "auto",  # where FAISS searches: auto, cpu, gpu, gpu:<n>, shard (hoprag.retrieval.faiss_placement.placement)
+    "use_gpu": "auto",  # where FAISS searches: auto, auto:shard, cpu, gpu, gpu:<n>, shard (faiss_placement.placement)
+    "mmap": False,  # open the saved index memory-mapped (IVF lists, Flat vectors) instead of reading it whole
+    "refine": None,  # re-rank refine x k candidates with the exact vectors of the shards (a sharded build's)
     "chunk_size": 2048,
     "train_size": 100_000,
     "save_embeddings": False,

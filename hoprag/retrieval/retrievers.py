@@ -28,6 +28,7 @@ from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fusion import reciprocal_rank_fusion
 from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError
+from hoprag.retrieval.shards import build_dense
 from hoprag.retrieval.sparse import BM25Index, lexical_hits
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,10 @@ def _cached(
 class DenseRetriever(Retriever):
     """Embedding search over a FAISS index. `index` configures it (keys of DEFAULT_INDEX: FAISS `factory`, HNSW's
     `ef_construction` (a build setting) and `ef_search`, IVF's `nprobe` (both per run, no rebuild), `use_gpu` (where
-    it searches: `hoprag.retrieval.faiss_placement.placement`),
-    build `chunk_size` and `train_size`, and `save_embeddings`, which keeps a float32 memmap of the passage
-    vectors in the cache directory as `.index.embeddings`)."""
+    it searches: `hoprag.retrieval.faiss_placement.placement`), `mmap` (open the saved index memory-mapped),
+    `refine` (re-rank refine x k candidates with exact vectors: the index is then built through shards,
+    `build_dense`, whose vectors those are), build `chunk_size` and `train_size`, and `save_embeddings`, which keeps
+    a float32 memmap of the passage vectors in the cache directory as `.index.embeddings`)."""
 
     def __init__(
         self,
@@ -164,8 +166,9 @@ class DenseRetriever(Retriever):
         unknown = set(settings) - set(DEFAULT_INDEX)
         if unknown:
             raise TypeError(f"unknown dense index settings {sorted(unknown)}; known: {sorted(DEFAULT_INDEX)}")
-        if settings["save_embeddings"] and cache_dir is None:
-            raise ValueError("save_embeddings needs a cache_dir to keep the embeddings in")
+        if (settings["save_embeddings"] or settings["refine"] is not None) and cache_dir is None:
+            wanted = "save_embeddings" if settings["save_embeddings"] else "refine"
+            raise ValueError(f"index.{wanted} needs a cache_dir to keep the vectors in")
         placement(settings["use_gpu"])  # a placement FAISS cannot honour is refused before anything is encoded
         build_keys = build_settings(settings)
         fingerprint = self.corpus.fingerprint
@@ -173,7 +176,8 @@ class DenseRetriever(Retriever):
         search_params = {k: settings[k] for k in ("ef_search", "nprobe", "use_gpu")}
 
         def load() -> DenseIndex:
-            loaded = DenseIndex.load(self.index_dir, embedder, fingerprint, **build_keys, **search_params)
+            loaded = DenseIndex.load(self.index_dir, embedder, fingerprint, **build_keys, **search_params,
+                                     mmap=settings["mmap"], refine=settings["refine"])  # fmt: skip
             if settings["save_embeddings"] and loaded.embeddings is None:
                 raise IndexMismatchError(
                     f"the index in {self.index_dir} was saved without its embeddings; it is left as it is: "
@@ -197,7 +201,11 @@ class DenseRetriever(Retriever):
                 **search_params,
             )
 
-        self.index, self.from_cache = _cached(self.index_dir, force, load, build)
+        if settings["refine"] is not None:
+            built = build_dense(self.corpus, embedder, cache_dir, settings, force=force, batch_size=batch_size)
+            self.index, self.from_cache = load(), built.state == "cached"
+        else:
+            self.index, self.from_cache = _cached(self.index_dir, force, load, build)
         self.build_seconds = self.index.build_seconds
 
     def search_vectors(

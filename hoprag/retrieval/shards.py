@@ -8,7 +8,8 @@ and the next run resumes at the first missing one. Shards do not depend on who e
 of `n` (`shard=i/n`, one per GPU or machine) encodes the `i`-th contiguous range of shards, and any
 process can then merge them (`merge=true`) into the same FAISS index one process would have built.
 Merging trains on a uniform random sample of the vectors and adds them a chunk at a time, so its memory
-is the index plus one chunk, never the corpus.
+is the index plus one chunk, never the corpus; an IVF index is not even held: its inverted lists are written to
+disk shard by shard (`hoprag.retrieval.ivf_build`), so its memory is the training sample and one shard.
 
 Each shard is stamped last (`shard-NNNNN.stamp.json`, atomically): the embedder (a digest of its
 `describe()`), its passage template, the corpus fingerprint, the shard's row range, the dtype, and each
@@ -43,6 +44,7 @@ from hoprag.retrieval.faiss_placement import placement
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.fingerprint import corpus_fingerprint
 from hoprag.retrieval.index_dirs import DEFAULT_INDEX, bm25_index_dir, build_settings, dense_index_dir
+from hoprag.retrieval.ivf_build import build_ivf, streamable
 from hoprag.retrieval.manifest import MANIFEST, IndexMismatchError, settings_digest, slug
 from hoprag.retrieval.sparse import BM25Index
 from hoprag.utils import progress as bars
@@ -312,7 +314,8 @@ def build_dense(
 
     Without `worker` or `merge`: encode every missing shard, then merge. `worker=(i, n)`: encode only that
     worker's shards. `merge=True`: merge only (every shard must exist). A finished index is left alone
-    (state "cached") unless `force`, which redoes what the call does: re-encode its shards, re-merge.
+    (state "cached") unless `force`, which redoes what the call does: re-encode its shards, re-merge. An IVF
+    factory (without `save_embeddings`) is merged list by list to disk (`ivf_build`), resuming a killed merge.
     """
     if dtype not in DTYPES:
         raise ValueError(f"shard dtype {dtype!r}: choose one of {DTYPES}")
@@ -348,6 +351,9 @@ def build_dense(
         log.info("worker %d/%d done; %d of %d shards still missing overall", *worker, missing, store.num_shards)
         return BuildResult("encoded", index_dir, round(time.perf_counter() - started, 3), missing)
     store.check_complete()
+    if streamable(factory, store.dim) and not settings["save_embeddings"]:
+        manifest = build_ivf(store, index_dir, factory, settings, fresh=force)
+        return BuildResult("built", index_dir, manifest["build_seconds"])
     if index_dir.exists():
         shutil.rmtree(index_dir)
     index_dir.mkdir(parents=True)

@@ -67,8 +67,8 @@ def faiss_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("use_gpu", "expected"),
-    [("auto", "gpu:0"), (True, "gpu:0"), ("gpu", "gpu:0"), ("gpu:1", "gpu:1"), ("shard", "shard"),
-     (False, "cpu"), ("cpu", "cpu")],
+    [("auto", "gpu:0"), ("auto:shard", "shard"), (True, "gpu:0"), ("gpu", "gpu:0"), ("gpu:1", "gpu:1"),
+     ("shard", "shard"), (False, "cpu"), ("cpu", "cpu")],
 )  # fmt: skip
 def test_each_setting_names_a_placement(monkeypatch, use_gpu, expected):
     FakeGpus(monkeypatch, n=2)
@@ -77,7 +77,7 @@ def test_each_setting_names_a_placement(monkeypatch, use_gpu, expected):
 
 @pytest.mark.parametrize("use_gpu", ["cuda", "gpu:x", "yes", "shards"])
 def test_an_unknown_setting_is_refused_naming_the_choices(use_gpu):
-    with pytest.raises(ValueError, match="choose auto, cpu, gpu, gpu:<n> or shard"):
+    with pytest.raises(ValueError, match="choose auto, auto:shard, cpu, gpu, gpu:<n> or shard"):
         placement(use_gpu)
 
 
