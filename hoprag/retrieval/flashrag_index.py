@@ -28,7 +28,7 @@ from hoprag.paths import data_root
 from hoprag.retrieval.dense import KIND, DenseIndex, read_index
 from hoprag.retrieval.embedders import Embedder
 from hoprag.retrieval.exact_rows import RowFile
-from hoprag.retrieval.index_dirs import DEFAULT_INDEX
+from hoprag.retrieval.index_dirs import DEFAULT_INDEX, build_settings, dense_index_dir
 from hoprag.retrieval.manifest import IndexMismatchError, check_manifest, new_manifest
 from hoprag.retrieval.retrievers import DenseRetriever, Retriever
 from hoprag.retrieval.shards import BuildResult, build_dense
@@ -47,9 +47,10 @@ def flat_rows(path: Path, index: faiss.Index) -> RowFile:
 
 class FlatFileVectors(Embedder):
     """A prebuilt Flat file's rows handed out as the passage vectors of `corpus` (row i is passage i): the
-    "embedder" through which `build_dense` converts the file into shards and any index type. It encodes no query."""
+    "embedder" through which `build_dense` converts the file into shards and any index type. It encodes no query;
+    without a corpus it only names the conversion (`conversion_dir`)."""
 
-    def __init__(self, path: Path, index: faiss.Index, built_with: Mapping[str, Any], corpus: Corpus) -> None:
+    def __init__(self, path: Path, index: faiss.Index, built_with: Mapping[str, Any], corpus: Corpus | None) -> None:
         super().__init__(name=f"flashrag-{Path(built_with['model']).name}", model=built_with["model"], normalize=False)
         self.pooling = built_with.get("pooling")
         self.dim = index.d
@@ -61,6 +62,8 @@ class FlatFileVectors(Embedder):
         return {**super().describe(), **self._source}
 
     def encode_passages(self, passages: Sequence[Passage], batch_size: int | None = None) -> np.ndarray:
+        if self._corpus is None:
+            raise ValueError("FlatFileVectors was made without its corpus: it names a conversion, it converts none")
         return self._rows.read(self._corpus.rows_of([p.id for p in passages]))
 
 
@@ -70,6 +73,15 @@ def prebuilt_path(index_path: str, root: str | None) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"no prebuilt FAISS index at {path}")
     return path
+
+
+def conversion_dir(path: Path, built_with: Mapping[str, Any], index: Mapping[str, Any], cache_dir: str,
+                   fingerprint: str) -> Path | None:
+    """Where the conversion of the Flat file at `path` into `index` (dense index settings) for the corpus
+    `fingerprint` lives, the directory `convert` writes and later runs load: named from the file opened mapped,
+    no vector read but the first (the preflight's check that a conversion exists)."""
+    vectors = FlatFileVectors(path, read_index(path, mmap=True), built_with, corpus=None)
+    return dense_index_dir(cache_dir, vectors, fingerprint, build_settings({**DEFAULT_INDEX, **index}))
 
 
 def check_rows(path: Path, prebuilt: faiss.Index, num_passages: int) -> None:

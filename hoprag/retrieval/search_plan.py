@@ -4,6 +4,7 @@ paper tables' preflight states for each dense index a job searches (wiki-18: 60 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import faiss
@@ -28,9 +29,24 @@ def footprint(factory: str, dim: int, num_vectors: int) -> int:
     return num_vectors * typed.sa_code_size()
 
 
-def search_plan(settings: dict[str, Any], dim: int, num_passages: int) -> str:
-    """Where a dense index of `settings` (`DEFAULT_INDEX` keys) over `num_passages` vectors will search on this
-    machine and the memory that needs, in one line: what the paper tables' preflight states before a run."""
+@dataclass(frozen=True)
+class SearchPlan:
+    """Where a dense index will search and what it holds there: `gpus` the GPUs it is placed on (none: the CPU),
+    `each` the bytes each of them holds (on the CPU: the whole index, `resident` False when memory-mapped, paged
+    in as searched), `text` the one line a person reads."""
+
+    text: str
+    each: int
+    gpus: tuple[int, ...] = ()
+    resident: bool = True
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def search_plan(settings: dict[str, Any], dim: int, num_passages: int) -> SearchPlan:
+    """Where a dense index of `settings` (`DEFAULT_INDEX` keys) over `num_passages` vectors of `dim` will search on
+    this machine and the memory that needs: what the paper tables' preflight states before a run."""
     size = footprint(adapt_factory(settings["factory"], min(num_passages, settings["train_size"])), dim, num_passages)
     gib = size / 2**30
     where = placement(settings["use_gpu"])
@@ -38,11 +54,13 @@ def search_plan(settings: dict[str, Any], dim: int, num_passages: int) -> str:
               if settings["refine"] is not None else "")  # fmt: skip
     if where.where == "shard":
         gpus = faiss.get_num_gpus()
-        return f"sharded over {gpus} GPU(s): {gib / gpus:.1f} GiB of GPU memory each ({gib:.1f} GiB in all){refine}"
+        text = f"sharded over {gpus} GPU(s): {gib / gpus:.1f} GiB of GPU memory each ({gib:.1f} GiB in all){refine}"
+        return SearchPlan(text, -(-size // gpus), tuple(range(gpus)))
     if where.on_gpu:
-        return f"on GPU {where.gpu}: {gib:.1f} GiB of GPU memory{refine}"
+        return SearchPlan(f"on GPU {where.gpu}: {gib:.1f} GiB of GPU memory{refine}", size, (where.gpu,))
     fallback = f" ({where.why})" if where.why else ""
     if settings["mmap"]:
-        return (f"on the CPU{fallback}, memory-mapped: {gib:.1f} GiB on disk, paged in as searched (at most that "
+        text = (f"on the CPU{fallback}, memory-mapped: {gib:.1f} GiB on disk, paged in as searched (at most that "
                 f"much resident){refine}")  # fmt: skip
-    return f"on the CPU{fallback}, read whole: {gib:.1f} GiB of memory{refine}"
+        return SearchPlan(text, size, resident=False)
+    return SearchPlan(f"on the CPU{fallback}, read whole: {gib:.1f} GiB of memory{refine}", size)

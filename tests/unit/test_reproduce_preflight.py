@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import faiss
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
@@ -27,6 +29,7 @@ from hoprag.reproduce.preflight.need import Need
 from hoprag.reproduce.preflight.report import render
 from hoprag.reproduce.preflight.view import JobView, objects
 from hoprag.reproduce.runner import check as check_table
+from tests.unit.test_faiss_placement import FakeGpus, faiss_cpu
 
 BUNDLED = "hotpotqa/hotpot_dev_distractor_185.json"
 
@@ -238,6 +241,54 @@ def test_prunerag_t1_at_paper_scale_lists_its_needs_with_the_wiki18_index_and_it
     text = render(found)
     assert f"`{command}`" in text and "| index | dense bge-large-en-v1.5 Flat index of" in text
 
+
+
+DENSE_HASHING = ("retriever=dense", "embedder=hashing")
+
+
+def dense_need(found: Preflight) -> Need:
+    return need(found, "index", f"dense hashing Flat index of hotpotqa's questions ({BUNDLED})")
+
+
+def test_a_dense_index_says_where_it_will_search_and_the_memory_that_takes(tmp_path, monkeypatch):
+    faiss_cpu(monkeypatch)
+    on_cpu = dense_need(preflight(tmp_path, *DENSE_HASHING, scale="paper"))
+    assert on_cpu.state == "missing" and "searches on the CPU (the installed FAISS has no GPU support" in on_cpu.note
+    assert "read whole: 0.0 GiB of memory" in on_cpu.note
+    mapped = dense_need(preflight(tmp_path, *DENSE_HASHING, "index.mmap=true", "index.use_gpu=cpu", scale="paper"))
+    assert "on the CPU, memory-mapped: 0.0 GiB on disk" in mapped.note
+
+
+def test_an_index_placed_on_a_gpu_is_sized_against_what_the_jobs_vllm_engine_leaves_of_it(tmp_path, monkeypatch):
+    FakeGpus(monkeypatch, n=1)
+    alone = preflight(tmp_path, *DENSE_HASHING, "index.use_gpu=gpu", scale="paper", gpus=[2_000_000])
+    assert "searches on GPU 0: 0.0 GiB of GPU memory" in dense_need(alone).note
+    [placed] = [n for n in alone.needs.values() if n.kind == "gpu"]
+    assert placed.state == "ok" and placed.what.startswith("0.0 GiB on each of GPU 0 for the dense hashing Flat")
+    vllm = ("llm=vllm", "llm.model=org/m-1b")  # 0.9 of GPU 0 to the engine: 0.2 MB left, the index is ~0.5 MB
+    shared = preflight(tmp_path, *DENSE_HASHING, "index.use_gpu=gpu", *vllm, scale="paper", gpus=[2_000_000])
+    crowded = shared.needs[placed.key]
+    assert crowded.state == "missing" and "after the job's vLLM engines' share" in crowded.note
+    assert "index=wiki18" in crowded.command and "index.use_gpu=auto:shard" in crowded.command
+    faiss_cpu(monkeypatch)
+    refused = preflight(tmp_path, *DENSE_HASHING, "index.use_gpu=gpu", scale="paper")
+    assert need(refused, "gpu", "FAISS placement index.use_gpu=gpu").state == "missing"
+
+
+def test_flashrags_prebuilt_file_is_a_file_need_and_its_conversion_an_index_need(tmp_path):
+    flat = faiss.IndexFlatIP(64)
+    flat.add(np.eye(64, dtype=np.float32)[:8])
+    faiss.write_index(flat, str(tmp_path / "e5_Flat.index"))
+    prebuilt = ("retriever=flashrag_dense", f"retriever.index_path={tmp_path / 'e5_Flat.index'}")
+    as_is = need(preflight(tmp_path, *prebuilt, scale="paper"), "file", str(tmp_path / "e5_Flat.index"))
+    assert as_is.state == "ok" and as_is.note.startswith("searched as it is: searches on the CPU")
+    converted = preflight(tmp_path, *prebuilt, "index=ivfpq", scale="paper")
+    conversion = need(converted, "index", f"IVF4096,PQ64 conversion of {tmp_path / 'e5_Flat.index'}")
+    assert conversion.state == "missing" and "no index in" in conversion.note and "searches on the CPU" in conversion.note
+    assert conversion.command.startswith("python build_index.py data=hotpotqa retriever=flashrag_dense")
+    absent = preflight(tmp_path, "retriever=flashrag_dense", "retriever.index_path=wiki18/e5_Flat.index", scale="paper")
+    lacking = need(absent, "file", "wiki18/e5_Flat.index")
+    assert lacking.state == "missing" and lacking.command.startswith("put FlashRAG's FAISS file at")
 
 
 TABLES = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "table").glob("*.yaml"))

@@ -249,10 +249,13 @@ def test_the_footprint_and_search_plan_state_where_and_how_much(monkeypatch):
     preset = {**DEFAULT_INDEX, "factory": "IVF16384_HNSW32,PQ96x8", "train_size": 655360, "mmap": True,
               "refine": 10, "use_gpu": "cpu"}  # fmt: skip
     plan = search_plan(preset, 768, 21_015_324)
-    assert plan.startswith("on the CPU, memory-mapped: 2.1 GiB on disk") and "re-ranks 10 x k" in plan
+    assert plan.text.startswith("on the CPU, memory-mapped: 2.1 GiB on disk") and "re-ranks 10 x k" in plan.text
+    assert plan.gpus == () and not plan.resident
     FakeGpus(monkeypatch, n=4)
     flat = {**DEFAULT_INDEX, "use_gpu": "auto:shard"}
-    assert search_plan(flat, 768, 21_015_324) == "sharded over 4 GPU(s): 15.0 GiB of GPU memory each (60.1 GiB in all)"
+    plan = search_plan(flat, 768, 21_015_324)
+    assert str(plan) == "sharded over 4 GPU(s): 15.0 GiB of GPU memory each (60.1 GiB in all)"
+    assert plan.gpus == (0, 1, 2, 3) and plan.each == 768 * 4 * 21_015_324 // 4
 
 
 def test_build_dense_writes_ivf_streamed_and_other_types_as_before(tmp_path):
