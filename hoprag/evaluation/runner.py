@@ -88,9 +88,13 @@ def build(cfg: DictConfig, dataset: QADataset) -> Method:
 
 def check_settings(cfg: DictConfig) -> None:
     """The method's refusals that its settings alone decide (`Method.check_settings`), made before any model
-    loads or index is built (with `+pruning=`, those of the framework it wraps: `cfg.method`)."""
+    loads or index is built; with `+pruning=`, the framework's (`cfg.method`) and then the pruning's, given
+    the framework's settings as `framework`."""
     settings = OmegaConf.to_container(cfg.method, resolve=True)
     get_class(cfg.method._target_).check_settings(settings)
+    if cfg.get("pruning") is not None:
+        pruning = OmegaConf.to_container(cfg.pruning, resolve=True)
+        get_class(cfg.pruning._target_).check_settings({**pruning, "framework": settings})
 
 
 def run(

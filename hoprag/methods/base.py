@@ -11,6 +11,7 @@ as constructor arguments: the runner passes `llm=` (and `retriever=` when `needs
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -37,6 +38,19 @@ class MethodOutput:
     trace: dict[str, Any] = field(default_factory=dict)
     parse_failed: bool = False
     stats: dict[str, float] = field(default_factory=dict)
+
+
+def setting(owner: type, settings: Mapping[str, Any], name: str) -> Any:
+    """The value `owner(**settings)` gives its parameter `name`: `settings[name]`, else the default of the
+    nearest constructor in `owner`'s MRO that declares it. `check_settings` checks these values before any
+    constructor runs, so that each default is still written once, in the signature."""
+    if name in settings:
+        return settings[name]
+    for klass in owner.__mro__:
+        declared = inspect.signature(klass.__init__).parameters.get(name)
+        if declared is not None:
+            return declared.default
+    raise TypeError(f"{owner.__name__} has no setting {name!r}")
 
 
 class MissingCapability(Refusal, RuntimeError):
@@ -77,7 +91,7 @@ class Method:
         """Refuse what the settings (the method's config, data-dependent values resolved) rule out by
         themselves, e.g. a dataset without few-shot exemplars: the runner calls this before it loads a model or
         builds an index, so that such a refusal costs nothing. None by default; a method whose constructor
-        refuses on its settings alone checks the same here."""
+        refuses on its settings alone checks the same here, with the same function (values: `setting`)."""
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         raise NotImplementedError

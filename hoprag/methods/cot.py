@@ -12,7 +12,6 @@ for the batch (`batching: question`: one call per question, for the benchmark).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import PassageFormat
 from hoprag.llm.types import Generation
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.cot import CoTPrompt, read_final
 from hoprag.search.cot_exemplars import exemplars_for
@@ -61,8 +60,7 @@ class CoT(Method):
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """The prompt's settings (mode, task, the data's exemplars) and `k`, as the constructor checks them."""
-        defaults = inspect.signature(CoT.__init__).parameters
-        cot_prompt(**{name: settings.get(name, defaults[name].default) for name in PROMPT_SETTINGS})
+        cot_prompt(**{name: setting(cls, settings, name) for name in PROMPT_SETTINGS})
 
     def documents(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[list[Passage] | None]:
         """The passages each prompt shows: the top `k` for the question (one batched search), or None."""

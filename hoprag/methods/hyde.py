@@ -32,7 +32,7 @@ from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import MethodOutput
+from hoprag.methods.base import MethodOutput, setting
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.retrieval.retrievers import Hit, Retriever
 from hoprag.search.mcts import sample_seed
@@ -71,8 +71,7 @@ class HyDE(StandardRAG):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, prompt, **kwargs)
-        if n_passages < 1:
-            raise ValueError(f"method.n_passages must be positive, got {n_passages}")
+        self.check_n_passages(n_passages)
         self.writer = writer
         self.time_template = time_template
         self.n_passages = n_passages
@@ -81,6 +80,17 @@ class HyDE(StandardRAG):
         self.writer_generation = {**dict(sampling), "n": n_passages}
         self.seed = seed
         self.one_by_one = one_by_one(batching)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`n_passages` and `batching`, as the constructor checks them."""
+        cls.check_n_passages(setting(cls, settings, "n_passages"))
+        one_by_one(setting(cls, settings, "batching"))
+
+    @staticmethod
+    def check_n_passages(n_passages: int) -> None:
+        if n_passages < 1:
+            raise ValueError(f"method.n_passages must be positive, got {n_passages}")
 
     def required_capabilities(self) -> dict[str, str]:
         """Several passages per prompt from one request need a server that honours `n`."""

@@ -14,6 +14,7 @@ closed by asking once with "So the answer is:" appended (counted `method/max_tur
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from hoprag.data.types import Passage
@@ -21,6 +22,7 @@ from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt
 from hoprag.llm.types import Generation
 from hoprag.methods.answer_extraction import SENTENCE_END
+from hoprag.methods.base import setting
 from hoprag.methods.turn_method import TurnBasedMethod
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.turns import TurnLoop, TurnState
@@ -48,10 +50,20 @@ class IRCoT(TurnBasedMethod):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, k=k, max_turns=max_turns, **kwargs)
-        if max_paragraphs < k:
-            raise ValueError(f"max_paragraphs ({max_paragraphs}) must be at least k ({k})")
+        self.check_paragraphs(max_paragraphs, k)
         self.prompt, self.max_paragraphs = prompt, max_paragraphs
         self.final_generation = dict(final_generation or {})
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The turn loop's settings, and `max_paragraphs` against `k`, as the constructor checks them."""
+        super().check_settings(settings)
+        cls.check_paragraphs(setting(cls, settings, "max_paragraphs"), setting(cls, settings, "k"))
+
+    @staticmethod
+    def check_paragraphs(max_paragraphs: int, k: int) -> None:
+        if max_paragraphs < k:
+            raise ValueError(f"max_paragraphs ({max_paragraphs}) must be at least k ({k})")
 
     def begin(self, loop: TurnLoop, states: list[TurnState]) -> None:
         """The first retrieval, with the question."""

@@ -11,14 +11,14 @@ the questions of a batch, as every hoprag method is; RN = `rounds`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import MethodOutput
+from hoprag.methods.base import MethodOutput, setting
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.retrieval.retrievers import Retriever
 
@@ -32,9 +32,18 @@ class IterRetGen(StandardRAG):
         self, llm: LLM, retriever: Retriever, prompt: ChatPrompt, rounds: int = 3, k: int = 5, **kwargs: Any
     ) -> None:
         super().__init__(llm, retriever, prompt, k=k, **kwargs)
+        self.check_rounds(rounds)
+        self.rounds = rounds
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`rounds`, as the constructor checks it."""
+        cls.check_rounds(setting(cls, settings, "rounds"))
+
+    @staticmethod
+    def check_rounds(rounds: int) -> None:
         if rounds < 1:
             raise ValueError(f"rounds must be positive, got {rounds}")
-        self.rounds = rounds
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         queries = [ex.question for ex in examples]

@@ -20,7 +20,7 @@ from typing import Any
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.probtree.prompts import DECOMPOSE
 from hoprag.search.probtree.reasoning import KINDS, Reasoner
@@ -52,8 +52,7 @@ class ProbTree(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        if max_nodes < 1:
-            raise ValueError(f"method.max_nodes must be at least 1 (the root), got {max_nodes}")
+        self.check_max_nodes(max_nodes)
         self.max_nodes = max_nodes
         self.one_by_one = one_by_one(batching)
         self.decompose_generation = dict(DECOMPOSING if decompose_generation is None else decompose_generation)
@@ -61,6 +60,18 @@ class ProbTree(Method):
             llm, retriever, k, confidence, ANSWERING if answer_generation is None else answer_generation,
             self.one_by_one, fallback=lambda text: self.extractor(text).answer,
         )  # fmt: skip
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`max_nodes`, `batching` and the reasoner's `confidence`, as the constructor checks them."""
+        cls.check_max_nodes(setting(cls, settings, "max_nodes"))
+        one_by_one(setting(cls, settings, "batching"))
+        Reasoner.check_confidence(setting(cls, settings, "confidence"))
+
+    @staticmethod
+    def check_max_nodes(max_nodes: int) -> None:
+        if max_nodes < 1:
+            raise ValueError(f"method.max_nodes must be at least 1 (the root), got {max_nodes}")
 
     def required_capabilities(self) -> dict[str, str]:
         return {"logprobs": "a server returning token log-probs (ProbTree picks answers by them)"}

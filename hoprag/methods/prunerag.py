@@ -12,14 +12,14 @@ A question whose tree reached `max_nodes` has `capped: 1` in `stats` and, in the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.prunerag.aggregate import Aggregator
 from hoprag.search.prunerag.builder import PruneTreeBuilder
@@ -27,6 +27,9 @@ from hoprag.search.prunerag.tree import CAPPED, Node, tree_stats
 from hoprag.search.steps import capped
 
 LLM_STAGES = ("decision", "aggregate", "answer")
+# the builder's own settings that `PruneTreeBuilder.check_settings` checks (beside the method's shared ones)
+BUILDER_CHECKED = ("k", "actions", "retry_actions", "branching", "confidence_span", "decision_examples",
+                   "min_children", "max_nodes")  # fmt: skip
 
 
 class PruneRAG(Method):
@@ -57,6 +60,17 @@ class PruneRAG(Method):
             aggregator, "aggregator", llm=llm, one_by_one=batching == "node", generation=self.generation,
             fallback=lambda text: self.extractor(text).answer, **shared,
         )  # fmt: skip
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The builder's and the aggregator's settings, as they check them (`max_depth` and `batching` the
+        method's, the rest the children's)."""
+        builder = settings.get("builder") or {}
+        PruneTreeBuilder.check_settings(
+            max_depth=setting(cls, settings, "max_depth"), batching=setting(cls, settings, "batching"),
+            **{name: setting(PruneTreeBuilder, builder, name) for name in BUILDER_CHECKED},
+        )  # fmt: skip
+        Aggregator.check_mode(setting(Aggregator, settings.get("aggregator") or {}, "mode"))
 
     def required_capabilities(self) -> dict[str, str]:
         """Log-probs for the answer confidence; a working assistant prefill for the prefixes."""

@@ -28,7 +28,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import Context
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.metrics.crag import MISSING, crag_outcomes
 from hoprag.routers.options import ABSTAIN
 from hoprag.routers.prompts import answer_prompt, final_answer, icl_examples
@@ -76,14 +76,27 @@ class PruningRAG(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, None, **kwargs)
-        if strategy == "fallback" and (not fixed or "llm" in fixed):
-            raise ValueError(f"strategy=fallback asks the LLM alone first; `fixed` names the sources asked after "
-                             f"it abstains, and not llm: {list(fixed)}")  # fmt: skip
+        self.check_fallback(strategy, fixed)
+        icl_examples(None, icl, cross_domain)  # checks icl's range now, not mid-run
         self.pruning = SourcePruning(llm, sources, router, router_llm, strategy, fixed, domain, domain_export)
         self.sources, self.router = self.pruning.sources, self.pruning.router
         self.strategy, self.fixed = strategy, tuple(fixed)
         self.cot, self.icl, self.cross_domain, self.grounded = cot, icl, cross_domain, grounded
-        icl_examples(None, icl, cross_domain)  # checks icl's range now, not mid-run
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The strategy against `fixed`, `icl`'s range and the sources the strategy needs, as the constructor
+        and its `SourcePruning` check them."""
+        strategy, fixed = setting(cls, settings, "strategy"), setting(cls, settings, "fixed")
+        cls.check_fallback(strategy, fixed)
+        icl_examples(None, setting(cls, settings, "icl"), setting(cls, settings, "cross_domain"))
+        SourcePruning.check_settings(settings["sources"], setting(cls, settings, "router"), strategy, fixed)
+
+    @staticmethod
+    def check_fallback(strategy: str, fixed: Sequence[str]) -> None:
+        if strategy == "fallback" and (not fixed or "llm" in fixed):
+            raise ValueError(f"strategy=fallback asks the LLM alone first; `fixed` names the sources asked after "
+                             f"it abstains, and not llm: {list(fixed)}")  # fmt: skip
 
     def check_questions(self, examples: Sequence[QAExample]) -> None:
         """A trained router (or domain classifier, or a source's trained part) is never evaluated on a question

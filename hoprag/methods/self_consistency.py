@@ -12,7 +12,6 @@ pick the most consistent reply (one more batched call); `vote: null` is majority
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +19,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.types import Generation
-from hoprag.methods.base import MethodOutput
+from hoprag.methods.base import MethodOutput, setting
 from hoprag.methods.cot import CoT, cut
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.consistency import Vote, majority_vote, tally, usc_choice, usc_prompt
@@ -56,9 +55,7 @@ class SelfConsistency(CoT):
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """`cot`'s checks, and the vote's and the number of samples'."""
         super().check_settings(settings)
-        samples = settings.get("samples", inspect.signature(SelfConsistency.__init__).parameters["samples"].default)
-        task = settings.get("task", inspect.signature(CoT.__init__).parameters["task"].default)
-        chosen_vote(settings.get("vote"), samples, task)
+        chosen_vote(setting(cls, settings, "vote"), setting(cls, settings, "samples"), setting(cls, settings, "task"))
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         shown = self.documents(examples, costs)

@@ -20,14 +20,14 @@ LLM is told before the first call (`LLM.require_top_logprobs`), so its engine st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.self_rag import (
     DECISION,
@@ -70,16 +70,27 @@ class SelfRAG(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        if k < 1 or beam_width < 1 or max_depth < 1 or top_logprobs < 1:
-            raise ValueError(
-                f"method.k, beam_width, max_depth and top_logprobs must be positive, got {k}, {beam_width}, "
-                f"{max_depth}, {top_logprobs}"
-            )
+        self.check_sizes(k, beam_width, max_depth, top_logprobs)
         llm.require_top_logprobs(top_logprobs)
         self.k, self.threshold, self.beam_width, self.max_depth = k, threshold, beam_width, max_depth
         self.weights = Weights(w_rel, w_sup, w_use, use_seqscore)
         self.passages = PassageFormat(passage_template)
         self.one_by_one = one_by_one(batching)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The sizes and `batching`, as the constructor checks them."""
+        sizes = ("k", "beam_width", "max_depth", "top_logprobs")
+        cls.check_sizes(**{name: setting(cls, settings, name) for name in sizes})
+        one_by_one(setting(cls, settings, "batching"))
+
+    @staticmethod
+    def check_sizes(k: int, beam_width: int, max_depth: int, top_logprobs: int) -> None:
+        if k < 1 or beam_width < 1 or max_depth < 1 or top_logprobs < 1:
+            raise ValueError(
+                f"method.k, beam_width, max_depth and top_logprobs must be positive, got {k}, {beam_width}, "
+                f"{max_depth}, {top_logprobs}"
+            )
 
     def required_capabilities(self) -> dict[str, str]:
         needs = {"candidate_logprobs": "an in-process backend, llm=hf or llm=vllm (a served API does not expose them)"}

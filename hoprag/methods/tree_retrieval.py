@@ -17,7 +17,7 @@ from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.cot import read_final
 from hoprag.search.steps import llm_step
@@ -47,12 +47,22 @@ class TreeRetrievalMethod(Method):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        if task not in P.TASKS:
-            raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
+        self.check_task(task)
         self.generates, self.task = generate, task
         self.one_by_one = batching == "node"
         self.search = complete(search, "search", retriever=retriever, parser=parser_for(parsers, tree), kind=tree,
                                batching=batching)  # fmt: skip
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`task`, and `tree` among the configured parsers, as the constructor checks them."""
+        cls.check_task(setting(cls, settings, "task"))
+        parser_for(settings["parsers"], setting(cls, settings, "tree"))
+
+    @staticmethod
+    def check_task(task: str) -> None:
+        if task not in P.TASKS:
+            raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         trees, results = self.search.search([ex.question for ex in examples], costs)

@@ -14,7 +14,8 @@ variant's share of the batched search). Only questions of `table_types` report t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, ContextPrompt, PassageFormat
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import DenseRetriever, Retriever
 from hoprag.treehop.model import TreeHop
 from hoprag.treehop.retriever import TreeHopRetriever, model_step, q_minus_c
@@ -56,6 +57,7 @@ class TreeHopMethod(Method):
         **kwargs,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
+        self.check_generate(generate, prompt)
         dense = retriever.dense if isinstance(retriever, TreeHopRetriever) else retriever
         if not isinstance(dense, DenseRetriever):
             raise TypeError(
@@ -65,8 +67,6 @@ class TreeHopMethod(Method):
         self.search = complete(search, "search", corpus=dense.corpus, dense=dense, n_hops=n_hops)
         self.top_k, self.n_hops, self.report_hops = top_k, n_hops, max(report_hops, n_hops)
         self.table_types = set(table_types) if table_types is not None else None
-        if generate and prompt is None:
-            raise ValueError("generate=true needs a prompt with {passages} and {question}")
         self.generates, self.prompt, self.passages = generate, prompt, PassageFormat(passage_template)
         self.variants: dict[str, tuple[object, int, int]] = {}  # name → (step, top_k, hops)
         if compare:
@@ -85,6 +85,16 @@ class TreeHopMethod(Method):
         main = "treehop" if self.search.model is not None else "q-c"
         self.main = f"{main}@{top_k}"
         self.variants[self.main] = (self.search.step, top_k, self.report_hops)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`generate` against `prompt`, as the constructor checks them."""
+        cls.check_generate(setting(cls, settings, "generate"), setting(cls, settings, "prompt"))
+
+    @staticmethod
+    def check_generate(generate: bool, prompt: object) -> None:
+        if generate and prompt is None:
+            raise ValueError("generate=true needs a prompt with {passages} and {question}")
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         started = time.perf_counter()

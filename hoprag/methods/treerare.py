@@ -21,7 +21,7 @@ from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.cot import read_final
 from hoprag.search.steps import llm_step
@@ -53,6 +53,18 @@ class TreeRare(Method):
         self.one_by_one = batching == "node"
         self.search = complete(search, "search", llm=llm, retriever=retriever, parser=parser_for(parsers, tree),
                                kind=tree, task=task, batching=batching)  # fmt: skip
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`tree` among the configured parsers, and the traversal's settings, as the constructor and the
+        traversal check them (`task` and `batching` the method's, the rest `search`'s)."""
+        parser_for(settings["parsers"], setting(cls, settings, "tree"))
+        search = settings.get("search") or {}
+        TreeRareSearch.check_settings(
+            task=setting(cls, settings, "task"), batching=setting(cls, settings, "batching"),
+            evidence_scope=setting(TreeRareSearch, search, "evidence_scope"),
+            max_nodes=setting(TreeRareSearch, search, "max_nodes"),
+        )  # fmt: skip
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         trees = self.search.search([ex.question for ex in examples], costs)

@@ -8,7 +8,7 @@ reading order), the trace of every turn, the parse failure, and the stats (`turn
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hoprag.cost import Cost
@@ -16,7 +16,7 @@ from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import PassageFormat
 from hoprag.llm.types import Generation
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.turns import Batching, TurnLoop, TurnState
 
@@ -41,6 +41,11 @@ class TurnBasedMethod(Method):
         super().__init__(llm, retriever, **kwargs)
         self.loop = TurnLoop(llm, retriever, k, max_turns, batching)
         self.passages = PassageFormat(passage_template)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The turn loop's `k`, `max_turns` and `batching`, as the loop checks them."""
+        TurnLoop.check_settings(**{name: setting(cls, settings, name) for name in ("k", "max_turns", "batching")})
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         return [self.output(state) for state in self.loop.run(self, examples, costs)]

@@ -30,7 +30,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import Method, MethodOutput
+from hoprag.methods.base import Method, MethodOutput, setting
 from hoprag.methods.no_retrieval import NoRetrieval
 from hoprag.routers.options import ABSTAIN
 from hoprag.routers.pruning import IDK_ANSWER, Router, SourcePruning
@@ -63,19 +63,34 @@ class WithPruning(Method):
         closed_book: Callable[..., Method] | None = None,
     ) -> None:
         super().__init__(llm, None)
-        if strategy == "fallback":
-            raise ValueError("+pruning takes strategy routed or fixed; the LLM-first fallback is PruningRAG's own "
-                             "(+method=pruningrag method.strategy=fallback)")  # fmt: skip
-        method_class = getattr(framework, "func", framework)
-        if not method_class.reads_passages(getattr(framework, "keywords", {})):
-            raise ValueError(f"+pruning gives a framework that reads passages the sources a router chose; "
-                             f"{method_class.__name__} with these settings reads none")  # fmt: skip
+        self.check_framework(strategy, getattr(framework, "func", framework), getattr(framework, "keywords", {}))
         self.pruning = SourcePruning(llm, sources, router, router_llm, strategy, fixed, domain, domain_export)
         self.retriever = ScopedSources(self.pruning.sources)
         self.framework = complete(framework, "method", llm=llm, retriever=self.retriever)
         closed_book = closed_book or (lambda llm: NoRetrieval(llm, CLOSED_BOOK_PROMPT))
         self.closed_book = complete(closed_book, "pruning.closed_book", llm=llm)
         self.name = f"{self.framework.name}+pruning"  # type: ignore[misc]
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """The strategy, the framework and the sources, as the constructor and its `SourcePruning` check them;
+        `settings["framework"]` is the framework's settings (the runner's `cfg.method`, with its `_target_`)."""
+        from hydra.utils import get_class  # here: hydra.utils is slow to import, and this module is imported widely
+
+        framework = settings["framework"]
+        strategy = setting(cls, settings, "strategy")
+        cls.check_framework(strategy, get_class(framework["_target_"]), framework)
+        SourcePruning.check_settings(settings["sources"], setting(cls, settings, "router"), strategy,
+                                     setting(cls, settings, "fixed"))  # fmt: skip
+
+    @staticmethod
+    def check_framework(strategy: str, method_class: type[Method], framework_settings: Mapping[str, Any]) -> None:
+        if strategy == "fallback":
+            raise ValueError("+pruning takes strategy routed or fixed; the LLM-first fallback is PruningRAG's own "
+                             "(+method=pruningrag method.strategy=fallback)")  # fmt: skip
+        if not method_class.reads_passages(framework_settings):
+            raise ValueError(f"+pruning gives a framework that reads passages the sources a router chose; "
+                             f"{method_class.__name__} with these settings reads none")  # fmt: skip
 
     def required_capabilities(self) -> dict[str, str]:
         return {**self.closed_book.required_capabilities(), **self.framework.required_capabilities()}

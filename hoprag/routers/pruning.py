@@ -80,6 +80,18 @@ class SourcePruning:
         domain: str = "llm",
         domain_export: str | None = None,
     ) -> None:
+        self.check_settings(sources, router, strategy, fixed)
+        self.domains = RememberedDomains(domain_classifier(domain, llm, export=domain_export))
+        self.sources = {name: self._source(source, name, llm) for name, source in sources.items()}
+        if isinstance(router_llm, functools.partial):  # a tuned router given unbuilt: built only to route
+            router_llm = router_llm() if strategy == "routed" else None
+        self.router = _complete(router, "router", llm=router_llm or llm) if strategy == "routed" else None
+        self.strategy, self.fixed = strategy, tuple(fixed)
+
+    @staticmethod
+    def check_settings(sources: Mapping[str, Any], router: Any, strategy: str, fixed: Sequence[str]) -> None:
+        """Refuse a strategy these sources and router cannot follow; given their configs (a null source or
+        router: none), PruningRAG and "+ Pruning" call this before anything is built."""
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if strategy == "routed" and router is None:
@@ -87,12 +99,6 @@ class SourcePruning:
         unknown = [s for s in fixed if sources.get(s) is None] if strategy != "routed" else []
         if unknown:
             raise ValueError(f"fixed sources {unknown} are not configured (sources: {sorted(sources)})")
-        self.domains = RememberedDomains(domain_classifier(domain, llm, export=domain_export))
-        self.sources = {name: self._source(source, name, llm) for name, source in sources.items()}
-        if isinstance(router_llm, functools.partial):  # a tuned router given unbuilt: built only to route
-            router_llm = router_llm() if strategy == "routed" else None
-        self.router = _complete(router, "router", llm=router_llm or llm) if strategy == "routed" else None
-        self.strategy, self.fixed = strategy, tuple(fixed)
 
     def _source(self, source: Any, name: str, llm: LLM) -> Any:
         if not isinstance(source, functools.partial):

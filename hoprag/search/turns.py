@@ -99,10 +99,16 @@ class TurnLoop:
     `batching="question"` makes one call per prompt and per query instead of one per step."""
 
     def __init__(self, llm: LLM, retriever: Retriever, k: int, max_turns: int, batching: Batching = "step") -> None:
-        if max_turns < 1 or k < 1:
-            raise ValueError(f"max_turns and k must be positive, got max_turns={max_turns}, k={k}")
+        self.check_settings(k, max_turns, batching)
         self.llm, self.retriever, self.k, self.max_turns = llm, retriever, k, max_turns
         self.one_by_one = one_by_one(batching)
+
+    @staticmethod
+    def check_settings(k: int, max_turns: int, batching: Batching) -> None:
+        """Refuse settings the loop cannot run with; its methods call this before anything is built."""
+        if max_turns < 1 or k < 1:
+            raise ValueError(f"max_turns and k must be positive, got max_turns={max_turns}, k={k}")
+        one_by_one(batching)
 
     def run(self, method: TurnMethod, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[TurnState]:
         states = [TurnState(ex, cost) for ex, cost in zip(examples, costs)]

@@ -1,6 +1,7 @@
 """A refusal that the method's settings and the data decide alone comes before any index is built or model
-loaded (issue 44 item 9): `+method=cot` over data without few-shot exemplars is refused by `build` before the
-retriever reads the corpus."""
+loaded (issue 44 item 9): `build` refuses, e.g., `+method=cot` over data without few-shot exemplars, or a
+PruneRAG builder without room for a node, before the retriever reads the corpus, with the constructor's (or
+its engine's) own message; with `+pruning=`, the pruning's settings against the framework's too."""
 
 from __future__ import annotations
 
@@ -15,14 +16,42 @@ class UnreadDataset:
         raise AssertionError("the corpus was read before the method's settings were checked")
 
 
-@pytest.mark.parametrize("overrides", [
-    ["+method=cot", "data=bamboogle"],  # no exemplars for bamboogle
-    ["+method=self_consistency", "data=hotpotqa", "method.samples=0"],
+@pytest.mark.parametrize("overrides, message", [
+    (["+method=cot", "data=bamboogle"], "exemplars for data 'bamboogle'"),
+    (["+method=self_consistency", "data=hotpotqa", "method.samples=0"], "samples must be positive"),
+    (["+method=hyde", "data=hotpotqa", "method.n_passages=0"], "method.n_passages must be positive"),
+    (["+method=ircot", "data=hotpotqa", "method.max_paragraphs=2"], r"max_paragraphs \(2\) must be at least k \(4\)"),
+    # the turn loop's, for every turn method
+    (["+method=react", "data=hotpotqa", "method.max_turns=0"], "max_turns and k must be positive"),
+    (["+method=iter_retgen", "data=hotpotqa", "method.rounds=0"], "rounds must be positive"),
+    (["+method=probtree", "data=hotpotqa", "method.max_nodes=0"], "method.max_nodes must be at least 1"),
+    (["+method=probtree", "data=hotpotqa", "method.confidence=answer"], "method.confidence must be one of"),
+    (["+method=self_rag", "data=hotpotqa", "method.beam_width=0"], "beam_width, max_depth and top_logprobs"),
+    (["+method=pruningrag", "data=crag", "method.strategy=fallback", "method.fixed=[llm]"],
+     "strategy=fallback asks the LLM alone first"),
+    (["+method=pruningrag", "data=crag", "method.strategy=fixed", "method.fixed=[api]"],  # its source pruning's
+     r"fixed sources \['api'\] are not configured"),
+    (["+method=tree_retrieval", "data=hotpotqa", "method.task=long"], "task must be one of"),
+    (["+method=treehop", "data=hotpotqa", "method.generate=true", "method.prompt=null"],
+     "generate=true needs a prompt"),
+    (["+method=prunerag", "data=hotpotqa", "method.builder.max_nodes=0"],
+     "method.builder.max_nodes must be at least 1"),
+    (["+method=prunerag", "data=hotpotqa", "method.batching=level"], "batching must be one of"),  # the builder's
+    (["+method=prunerag", "data=hotpotqa", "method.aggregator.mode=vote"], "aggregation must be one of"),
+    (["+method=treerare", "data=hotpotqa", "method.search.evidence_scope=parents"], "evidence_scope must be one of"),
+    (["+method=treerare", "data=hotpotqa", "method.tree=pt"], "tree must be one of"),
+    (["+method=standard_rag", "+pruning=routed", "data=crag", "pruning.strategy=fallback"],
+     "the LLM-first fallback is PruningRAG's own"),
+    (["+method=standard_rag", "+pruning=fixed", "data=crag", "pruning.fixed=[api]"],
+     r"fixed sources \['api'\] are not configured"),
+    (["+method=cot", "method.with_documents=false", "method.mode=zero_shot", "+pruning=fixed", "data=crag"],
+     "CoT with these settings reads none"),
+    (["+method=hyde", "method.n_passages=0", "+pruning=routed", "data=crag"], "method.n_passages must be positive"),
 ])  # fmt: skip
-def test_a_setting_refusal_comes_before_the_retriever_and_the_llm(compose_cfg, monkeypatch, overrides):
+def test_a_setting_refusal_comes_before_the_retriever_and_the_llm(compose_cfg, monkeypatch, overrides, message):
     cfg = compose_cfg("eval", [*overrides, "llm=scripted"])
     built = []  # what `build` instantiated (the method's factory, the LLM, the retriever) before refusing
     monkeypatch.setattr("hoprag.evaluation.runner.instantiate", lambda node, *a, **k: built.append(node._target_))
-    with pytest.raises(ValueError, match="exemplars for data 'bamboogle'|samples must be positive"):
+    with pytest.raises(ValueError, match=message):
         build(cfg, UnreadDataset())
     assert built == []

@@ -91,13 +91,18 @@ class Reasoner:
         one_by_one: bool = False,
         fallback: Callable[[str], str] | None = None,
     ) -> None:
-        if confidence not in CONFIDENCES:
-            raise ValueError(f"method.confidence must be one of {CONFIDENCES}, got {confidence!r}")
+        self.check_confidence(confidence)
         self.llm, self.retriever, self.k = llm, retriever, k
         self.confidence = confidence
         self.generation = dict(generation or {})
         self.one_by_one = one_by_one
         self.fallback = fallback
+
+    @staticmethod
+    def check_confidence(confidence: str) -> None:
+        """Refuse an unknown `confidence`; ProbTree calls this before anything is built."""
+        if confidence not in CONFIDENCES:
+            raise ValueError(f"method.confidence must be one of {CONFIDENCES}, got {confidence!r}")
 
     def __call__(self, roots: Sequence[Node], costs: Sequence[Cost]) -> list[int]:
         """Answer every node of every tree; returns each tree's number of rounds."""

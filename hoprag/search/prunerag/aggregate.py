@@ -103,8 +103,7 @@ class Aggregator:
         generation: Mapping[str, Any] | None = None,
         answer_prefix: str | None = None,
     ) -> None:
-        if mode not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
+        self.check_mode(mode)
         self.llm, self.mode, self.max_depth = llm, mode, max_depth
         self.template = passage_template
         self.all_leaves, self.internal_context = include_context_for_all_leaves, show_internal_context
@@ -112,6 +111,12 @@ class Aggregator:
         self.fallback = fallback
         self.generation = dict(generation or {})
         self.prefix = answer_prefix or ""  # prefilled start of the boxed answer's reply (small models)
+
+    @staticmethod
+    def check_mode(mode: str) -> None:
+        """Refuse an unknown `mode`; PruneRAG calls this before anything is built."""
+        if mode not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
 
     def __call__(self, roots: Sequence[Node], costs: Sequence[Cost | None]) -> list[FinalAnswer]:
         return self._single_call(roots, costs) if self.mode == "single_call_tree" else self._recursive(roots, costs)

@@ -97,23 +97,11 @@ class PruneTreeBuilder:
         lenient_json: bool = False,
         max_nodes: int = MAX_NODES,
     ) -> None:
-        choices = (
-            ("batching", batching, BATCHING),
-            ("confidence_span", confidence_span, CONFIDENCE_SPANS),
-            ("decision_examples", decision_examples, EXAMPLE_PLACES),
-        )
-        for name, value, allowed in choices:
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        for name, chosen in (("actions", actions), ("retry_actions", retry_actions or actions)):
-            if not chosen or set(chosen) - set(ACTIONS):
-                raise ValueError(f"{name} must be a non-empty subset of {ACTIONS}, got {list(chosen)}")
-        if min_children is not None and not 1 <= min_children <= branching:
-            raise ValueError(f"min_children must be in 1..branching ({branching}), got {min_children}")
-        if k < 1 or max_depth < 1 or branching < 1:
-            raise ValueError(f"k, max_depth and branching must be positive (got {k}, {max_depth}, {branching})")
-        if max_nodes < 1:
-            raise ValueError(f"method.builder.max_nodes must be at least 1 (nodes a question's tree), got {max_nodes}")
+        self.check_settings(
+            k=k, max_depth=max_depth, actions=actions, retry_actions=retry_actions, branching=branching,
+            confidence_span=confidence_span, batching=batching, decision_examples=decision_examples,
+            min_children=min_children, max_nodes=max_nodes,
+        )  # fmt: skip
         self.llm, self.retriever = llm, retriever
         self.k, self.max_depth, self.threshold, self.strict = k, max_depth, threshold, strict_threshold
         self.use_confidence = use_confidence
@@ -131,6 +119,38 @@ class PruneTreeBuilder:
         self.min_children = min_children
         self.lenient = lenient_json
         self.max_nodes = max_nodes
+
+    @staticmethod
+    def check_settings(
+        k: int,
+        max_depth: int,
+        actions: Sequence[str],
+        retry_actions: Sequence[str] | None,
+        branching: int,
+        confidence_span: str,
+        batching: str,
+        decision_examples: str,
+        min_children: int | None,
+        max_nodes: int,
+    ) -> None:
+        """Refuse what these settings rule out by themselves; PruneRAG calls this before anything is built."""
+        choices = (
+            ("batching", batching, BATCHING),
+            ("confidence_span", confidence_span, CONFIDENCE_SPANS),
+            ("decision_examples", decision_examples, EXAMPLE_PLACES),
+        )
+        for name, value, allowed in choices:
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        for name, chosen in (("actions", actions), ("retry_actions", retry_actions or actions)):
+            if not chosen or set(chosen) - set(ACTIONS):
+                raise ValueError(f"{name} must be a non-empty subset of {ACTIONS}, got {list(chosen)}")
+        if min_children is not None and not 1 <= min_children <= branching:
+            raise ValueError(f"min_children must be in 1..branching ({branching}), got {min_children}")
+        if k < 1 or max_depth < 1 or branching < 1:
+            raise ValueError(f"k, max_depth and branching must be positive (got {k}, {max_depth}, {branching})")
+        if max_nodes < 1:
+            raise ValueError(f"method.builder.max_nodes must be at least 1 (nodes a question's tree), got {max_nodes}")
 
     def build(self, questions: Sequence[str], costs: Sequence[Cost | None]) -> list[Node]:
         """The trees of `questions`; each question's LLM and retrieval calls are charged to its cost."""

@@ -238,18 +238,11 @@ class TreeRareSearch:
         sag_generation: Mapping[str, Any] | None = None,
         max_nodes: int = 64,
     ) -> None:
-        if task not in P.TASKS:
-            raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
-        if batching not in BATCHING:
-            raise ValueError(f"batching must be one of {BATCHING}, got {batching!r}")
-        if evidence_scope not in EVIDENCE_SCOPES:
-            raise ValueError(f"evidence_scope must be one of {EVIDENCE_SCOPES}, got {evidence_scope!r}")
+        self.check_settings(task, batching, evidence_scope, max_nodes)
         if use_tree and parser is None:
             raise ValueError("a parser is needed unless use_tree=false (CoT only)")
         if (retrieval or use_tree) and retriever is None:
             raise ValueError("a retriever is needed unless both retrieval and use_tree are off")
-        if max_nodes < 1:
-            raise ValueError(f"method.search.max_nodes must be at least 1 (nodes a question), got {max_nodes}")
         self.llm, self.retriever, self.parser = llm, retriever, parser
         self.kind, self.task, self.k = kind, task, k
         self.max_queries = max_queries or MAX_QUERIES[task]
@@ -262,6 +255,18 @@ class TreeRareSearch:
         self.qg_generation = dict(qg_generation or {})
         self.sag_generation = dict(sag_generation or {})
         self.max_nodes = max_nodes
+
+    @staticmethod
+    def check_settings(task: str, batching: str, evidence_scope: str, max_nodes: int) -> None:
+        """Refuse what these settings rule out by themselves; TreeRare calls this before anything is built."""
+        if task not in P.TASKS:
+            raise ValueError(f"task must be one of {P.TASKS}, got {task!r}")
+        if batching not in BATCHING:
+            raise ValueError(f"batching must be one of {BATCHING}, got {batching!r}")
+        if evidence_scope not in EVIDENCE_SCOPES:
+            raise ValueError(f"evidence_scope must be one of {EVIDENCE_SCOPES}, got {evidence_scope!r}")
+        if max_nodes < 1:
+            raise ValueError(f"method.search.max_nodes must be at least 1 (nodes a question), got {max_nodes}")
 
     def search(self, questions: Sequence[str], costs: Sequence[Cost]) -> list[QuestionTree]:
         """Every question's traversed tree (the answer step is the caller's: `final_prompt`)."""
