@@ -27,12 +27,14 @@ def compose_cfg(tmp_path: Path):
     """compose_cfg("eval_retrieval", ["data=2wiki"]) → the real config, outputs under tmp_path."""
     register_resolvers()
 
-    def _compose(config_name: str, overrides: list[str] = ()):
+    def _compose(config_name: str, overrides: list[str] = (), hydra: bool = False):
+        """`hydra`: with the `hydra` node (callbacks, launcher), as a job sees it."""
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             return compose(
                 config_name=config_name,
                 overrides=[*overrides, f"paths.output_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache"],
+                return_hydra_config=hydra,
             )
 
     yield _compose

@@ -109,10 +109,13 @@ def release_unless_cuda_started() -> bool:
 
 
 class GPUSlots(Callback):
-    """Hydra callback: with `gpus_per_job` set, each job claims a GPU group in the process that runs it."""
+    """Hydra callback: with `gpus_per_job` set, each job claims a GPU group in the process that runs it.
+    `claims` false for a driver that runs no model itself (reproduce.py): it passes `gpus_per_job` on to its
+    rows' runs, which would otherwise inherit its claimed group and all run on it."""
 
-    def __init__(self, gpus_per_job: int | None = None) -> None:
+    def __init__(self, gpus_per_job: int | None = None, claims: bool = True) -> None:
         self.gpus_per_job = gpus_per_job
+        self.claims = claims
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse a pool with more workers than GPU groups before any job starts (the rest would only wait)."""
@@ -130,7 +133,7 @@ class GPUSlots(Callback):
         """The job's own setting decides: a sweeper may give it per job (reproduce.py's rows), which the
         callback, made once for the whole multirun, never sees."""
         per_job = OmegaConf.select(config, "gpus_per_job", default=self.gpus_per_job)
-        if per_job is not None:
+        if per_job is not None and self.claims:
             claim(per_job)
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 
 import pytest
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from hoprag.utils import gpu_slots
@@ -76,3 +77,15 @@ def test_a_job_claims_by_its_own_setting_which_a_sweeper_may_give_per_job(four_g
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
     slots.on_job_start(OmegaConf.create({}))  # no setting: every GPU stays visible
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+
+
+def test_reproduce_py_claims_no_group_itself_so_that_its_rows_spread_over_the_gpus(four_gpus, compose_cfg):
+    """reproduce.py is a Hydra job too: had it claimed GPU 0 with its own `gpus_per_job`, every row's run would
+    inherit that group (`HOPRAG_GPU_SLOT`) and run on GPU 0."""
+    cfg = compose_cfg("reproduce", ["table=prunerag_t1", "gpus_per_job=1"], hydra=True)
+    slots = instantiate(cfg.hydra.callbacks.gpu_slots)
+    slots.on_job_start(cfg)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and gpu_slots.SLOT not in os.environ
+    eval_cfg = compose_cfg("eval", ["+method=no_retrieval", "gpus_per_job=1"], hydra=True)
+    instantiate(eval_cfg.hydra.callbacks.gpu_slots).on_job_start(eval_cfg)  # a row's run does claim
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
