@@ -232,6 +232,14 @@ def test_gpu_sharding_of_the_wiki18_preset_composes(compose_cfg, script):
     assert cfg.retriever.index.factory == "IVF16384_HNSW32,PQ128x8" and cfg.retriever.index.refine == 100
 
 
+def test_gpu_sharding_composes_on_the_command_line_with_cfg_job():
+    shown = subprocess.run([sys.executable, "eval.py", "+method=standard_rag", "index=wiki18", "index.use_gpu=auto:shard",
+                            "--cfg", "job"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "use_gpu: auto:shard" in shown.stdout and "factory: IVF16384_HNSW32,PQ96x8" in shown.stdout
+
+
 def test_the_wiki18_preset_composes_builds_and_falls_back_to_the_cpu_with_a_log_line(compose_cfg, tmp_path, caplog):
     overrides = ["index=wiki18", "index.use_gpu=auto:shard", "embedder=hashing", "embedder.dim=768"]
     cfg = compose_cfg("build_index", overrides)
