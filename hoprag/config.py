@@ -224,14 +224,22 @@ T = TypeVar("T")
 
 def complete(engine: Callable[..., T], key: str, **given: Any) -> T:
     """`engine` (a Hydra `_partial_` child, or a class) finished with what only the method holds. A value
-    both the child's config and the method set is refused, not silently replaced by the method's."""
-    both = sorted(set(getattr(engine, "keywords", {})) & set(given))
+    both the child's config and the method set is refused (`check_given`), not silently replaced by the
+    method's."""
+    check_given(key, getattr(engine, "keywords", {}), given)
+    return engine(**given)
+
+
+def check_given(key: str, settings: Iterable[str] | None, given: Iterable[str]) -> None:
+    """Refuse a child (`method.<key>`) whose `settings` (its keywords: a `_partial_` child's config keys) set
+    one of the names the method passes it (`given`). `complete` checks this as it finishes the child; a
+    method's `check_settings` checks the same on the child's config, before anything is built."""
+    both = sorted(set(settings or ()) & set(given))
     if both:
         raise ValueError(
             f"method.{key} sets {both}, which the method itself passes to it (its llm or retriever, or a "
             f"setting of the method shared with other parts): set them once, on the method, not in method.{key}"
         )
-    return engine(**given)
 
 
 def apply_aids(cfg: DictConfig) -> str:

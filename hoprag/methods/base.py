@@ -12,10 +12,11 @@ as constructor arguments: the runner passes `llm=` (and `retriever=` when `needs
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from hoprag.config import check_given, complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
@@ -24,6 +25,8 @@ from hoprag.methods.answer_extraction import AnswerExtractor
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.steps import llm_step
 from hoprag.utils.refusals import Refusal
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -65,6 +68,11 @@ class Method:
     # False for a retrieval-only configuration (`generate=false`): its empty predictions are not answers, so
     # the runner records no answer scores for them (EM, F1 ... are then absent from metrics.json, not 0)
     generates: bool = True
+    # the unfinished children the constructor completes (`complete_part`): each one's setting → the names the
+    # method passes it, which its config must not set as well (`check_settings` checks this before anything
+    # is built); `completed_as`: the key a child's refusal names, where it is not the setting's name
+    completes: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    completed_as: ClassVar[Mapping[str, str]] = {}
 
     def __init__(
         self,
@@ -90,8 +98,22 @@ class Method:
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """Refuse what the settings (the method's config, data-dependent values resolved) rule out by
         themselves, e.g. a dataset without few-shot exemplars: the runner calls this before it loads a model or
-        builds an index, so that such a refusal costs nothing. None by default; a method whose constructor
-        refuses on its settings alone checks the same here, with the same function (values: `setting`)."""
+        builds an index, so that such a refusal costs nothing. A method whose constructor refuses on its
+        settings alone checks the same here, with the same function (values: `setting`); an override of a
+        class with `completes` calls this too, which refuses a child config that sets what the method passes
+        that child, as `complete_part` refuses it."""
+        for name, given in cls.completes.items():
+            child = settings.get(name)  # a `_partial_` child's config; a class or a default: no settings
+            check_given(cls.completed_as.get(name, name), child if isinstance(child, Mapping) else None, given)
+
+    def complete_part(self, name: str, engine: Callable[..., T], **given: Any) -> T:
+        """The child of setting `name` finished with `given` (`hoprag.config.complete`), which must be the
+        names `completes[name]` declares, so that `check_settings` checks the names the constructor passes."""
+        declared = self.completes.get(name, ())
+        if sorted(given) != sorted(declared):
+            raise TypeError(f"{type(self).__name__} completes {name} with {sorted(given)}, but its `completes` "
+                            f"declares {sorted(declared)}")  # fmt: skip
+        return complete(engine, self.completed_as.get(name, name), **given)
 
     def answer(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> list[MethodOutput]:
         raise NotImplementedError

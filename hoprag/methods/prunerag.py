@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
@@ -41,6 +40,8 @@ class PruneRAG(Method):
     of the final answer call, the builder's own `generation` that of its decision calls."""
 
     name = "prunerag"
+    completes = {"builder": ("llm", "retriever", "batching", "max_depth", "passage_template"),
+                 "aggregator": ("llm", "one_by_one", "generation", "fallback", "max_depth", "passage_template")}
 
     def __init__(
         self,
@@ -55,9 +56,9 @@ class PruneRAG(Method):
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
         shared = {"max_depth": max_depth, "passage_template": passage_template}
-        self.builder = complete(builder, "builder", llm=llm, retriever=retriever, batching=batching, **shared)
-        self.aggregator = complete(
-            aggregator, "aggregator", llm=llm, one_by_one=batching == "node", generation=self.generation,
+        self.builder = self.complete_part("builder", builder, llm=llm, retriever=retriever, batching=batching, **shared)
+        self.aggregator = self.complete_part(
+            "aggregator", aggregator, llm=llm, one_by_one=batching == "node", generation=self.generation,
             fallback=lambda text: self.extractor(text).answer, **shared,
         )  # fmt: skip
 
@@ -65,6 +66,7 @@ class PruneRAG(Method):
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """The builder's and the aggregator's settings, as they check them (`max_depth` and `batching` the
         method's, the rest the children's)."""
+        super().check_settings(settings)
         builder = settings.get("builder") or {}
         PruneTreeBuilder.check_settings(
             max_depth=setting(cls, settings, "max_depth"), batching=setting(cls, settings, "batching"),

@@ -90,7 +90,8 @@ class PruningRAG(Method):
         strategy, fixed = setting(cls, settings, "strategy"), setting(cls, settings, "fixed")
         cls.check_fallback(strategy, fixed)
         icl_examples(None, setting(cls, settings, "icl"), setting(cls, settings, "cross_domain"))
-        SourcePruning.check_settings(settings["sources"], setting(cls, settings, "router"), strategy, fixed)
+        SourcePruning.check_settings(settings["sources"], setting(cls, settings, "router"), strategy, fixed,
+                                     setting(cls, settings, "domain"), setting(cls, settings, "domain_export"))
 
     @staticmethod
     def check_fallback(strategy: str, fixed: Sequence[str]) -> None:

@@ -21,7 +21,7 @@ from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt
-from hoprag.methods.base import MethodOutput
+from hoprag.methods.base import MethodOutput, setting
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.retrieval.retrievers import Hit, Retriever
 from hoprag.search.steps import llm_step, one_by_one, retrieval_step
@@ -75,6 +75,12 @@ class RRR(StandardRAG):
         self.rewriter = rewriter
         self.rewriter_generation = {"max_new_tokens": 64, "stop": [END], **dict(rewriter_generation or {})}
         self.one_by_one = one_by_one(batching)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """`batching`, as the constructor checks it."""
+        super().check_settings(settings)
+        one_by_one(setting(cls, settings, "batching"))
 
     def rewrite(self, examples: Sequence[QAExample], costs: Sequence[Cost]) -> tuple[list[str], list[list[str]]]:
         """Each question's rewrite output and its queries (empty when the rewrite has none)."""

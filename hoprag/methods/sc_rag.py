@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import PassageFormat
 from hoprag.methods.sc_rag_search import SCRAGSearch
+from hoprag.methods.sc_rag_select import SCRAGSelect
 from hoprag.retrieval.retrievers import Retriever
 from hoprag.search.sc_rag_answer import SNIPPET_SEPARATOR
 from hoprag.selectors import HybridFrontEnd, Selector, TokenCounter
@@ -30,6 +30,7 @@ class SCRAG(SCRAGSearch):
     is unused: the selector decides how many passages are read)."""
 
     name = "sc_rag"
+    completes = {**SCRAGSearch.completes, **SCRAGSelect.completes}
 
     def __init__(
         self,
@@ -41,10 +42,10 @@ class SCRAG(SCRAGSearch):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        self.front_end = complete(front_end, "front_end", retriever=retriever)
+        self.front_end = self.complete_part("front_end", front_end, retriever=retriever)
         snippets = PassageFormat(self.snippet_template, SNIPPET_SEPARATOR)
-        counter = complete(token_counter, "token_counter", llm=llm, passages=snippets)
-        self.selector = complete(selector, "selector", token_counter=counter)
+        counter = self.complete_part("token_counter", token_counter, llm=llm, passages=snippets)
+        self.selector = self.complete_part("selector", selector, token_counter=counter)
 
     def run_info(self) -> dict[str, Any]:
         return {**super().run_info(), "selector_token_counting": self.selector.token_counter.describe()}

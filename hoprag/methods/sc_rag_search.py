@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost, charge_evenly
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
@@ -41,6 +40,8 @@ class SCRAGSearch(Method):
     with the search's own verifier, which biases the figures in the search's favour (`run_info` says which)."""
 
     name = "sc_rag_search"
+    completes = {"reward": ("verifier", "evidence", "claim_template"),
+                 "search": ("llm", "prompt", "parse", "reward", "retriever")}
 
     def __init__(
         self,
@@ -68,11 +69,12 @@ class SCRAGSearch(Method):
         self.trace_raw = trace_raw
         self.answer_prefix = answer_prefix or ""
         evidence = evidence or EvidenceExtractor()
-        self.reward = complete(reward, "reward", verifier=verifier, evidence=evidence, claim_template=claim_template)
+        self.reward = self.complete_part("reward", reward, verifier=verifier, evidence=evidence,
+                                         claim_template=claim_template)
         self.judge = judge if judge is not None else verifier
         self.faithfulness = FaithfulnessScorer(self.judge, evidence, claim_template) if faithfulness else None
-        self.search = complete(search, "search", llm=llm, prompt=self.render, parse=self.parse, reward=self.reward,
-                               retriever=retriever)  # fmt: skip
+        self.search = self.complete_part("search", search, llm=llm, prompt=self.render, parse=self.parse,
+                                         reward=self.reward, retriever=retriever)  # fmt: skip
 
     def required_capabilities(self) -> dict[str, str]:
         """An `answer_prefix` is an assistant prefill, which the LLM must continue, not answer anew."""

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
@@ -30,6 +29,7 @@ class SCRAGSelect(Method):
     {title}, {text}) in fused order."""
 
     name = "sc_rag_select"
+    completes = {"front_end": ("retriever",), "token_counter": ("llm", "passages"), "selector": ("token_counter",)}
 
     def __init__(
         self,
@@ -44,10 +44,10 @@ class SCRAGSelect(Method):
         **kwargs,
     ) -> None:
         super().__init__(llm, retriever, **kwargs)
-        self.front_end = complete(front_end, "front_end", retriever=retriever)
+        self.front_end = self.complete_part("front_end", front_end, retriever=retriever)
         self.passages = PassageFormat(passage_template)
-        counter = complete(token_counter, "token_counter", llm=llm, passages=self.passages)
-        self.selector = complete(selector, "selector", token_counter=counter)
+        counter = self.complete_part("token_counter", token_counter, llm=llm, passages=self.passages)
+        self.selector = self.complete_part("selector", selector, token_counter=counter)
         self.prompt = prompt
         self.generates = generate
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
@@ -33,6 +32,7 @@ class TreeRetrievalMethod(Method):
     answer's prompt (multihop or ambiguous) when `generate` is on."""
 
     name = "tree_retrieval"
+    completes = {"search": ("retriever", "parser", "kind", "batching")}
 
     def __init__(
         self,
@@ -50,14 +50,15 @@ class TreeRetrievalMethod(Method):
         self.check_task(task)
         self.generates, self.task = generate, task
         self.one_by_one = batching == "node"
-        self.search = complete(search, "search", retriever=retriever, parser=parser_for(parsers, tree), kind=tree,
-                               batching=batching)  # fmt: skip
+        self.search = self.complete_part("search", search, retriever=retriever, parser=parser_for(parsers, tree),
+                                         kind=tree, batching=batching)  # fmt: skip
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """`task`, and `tree` among the configured parsers, as the constructor checks them."""
         cls.check_task(setting(cls, settings, "task"))
         parser_for(settings["parsers"], setting(cls, settings, "tree"))
+        super().check_settings(settings)
 
     @staticmethod
     def check_task(task: str) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
@@ -39,6 +38,7 @@ class TreeHopMethod(Method):
     its corpus and `n_hops`."""
 
     name = "treehop"
+    completes = {"search": ("corpus", "dense", "n_hops")}
 
     def __init__(
         self,
@@ -64,7 +64,7 @@ class TreeHopMethod(Method):
                 f"TreeHop searches with embedding vectors: it needs retriever=dense or retriever=treehop, "
                 f"not {type(retriever).__name__}"
             )
-        self.search = complete(search, "search", corpus=dense.corpus, dense=dense, n_hops=n_hops)
+        self.search = self.complete_part("search", search, corpus=dense.corpus, dense=dense, n_hops=n_hops)
         self.top_k, self.n_hops, self.report_hops = top_k, n_hops, max(report_hops, n_hops)
         self.table_types = set(table_types) if table_types is not None else None
         self.generates, self.prompt, self.passages = generate, prompt, PassageFormat(passage_template)
@@ -90,6 +90,7 @@ class TreeHopMethod(Method):
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """`generate` against `prompt`, as the constructor checks them."""
         cls.check_generate(setting(cls, settings, "generate"), setting(cls, settings, "prompt"))
+        super().check_settings(settings)
 
     @staticmethod
     def check_generate(generate: bool, prompt: object) -> None:

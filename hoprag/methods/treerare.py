@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
@@ -36,6 +35,7 @@ class TreeRare(Method):
     `batching` (level or node). `generation` overrides the FAG call's sampling."""
 
     name = "treerare"
+    completes = {"search": ("llm", "retriever", "parser", "kind", "task", "batching")}
 
     def __init__(
         self,
@@ -51,14 +51,16 @@ class TreeRare(Method):
         super().__init__(llm, retriever, **kwargs)
         self.task = task
         self.one_by_one = batching == "node"
-        self.search = complete(search, "search", llm=llm, retriever=retriever, parser=parser_for(parsers, tree),
-                               kind=tree, task=task, batching=batching)  # fmt: skip
+        self.search = self.complete_part("search", search, llm=llm, retriever=retriever,
+                                         parser=parser_for(parsers, tree), kind=tree, task=task,
+                                         batching=batching)  # fmt: skip
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """`tree` among the configured parsers, and the traversal's settings, as the constructor and the
         traversal check them (`task` and `batching` the method's, the rest `search`'s)."""
         parser_for(settings["parsers"], setting(cls, settings, "tree"))
+        super().check_settings(settings)
         search = settings.get("search") or {}
         TreeRareSearch.check_settings(
             task=setting(cls, settings, "task"), batching=setting(cls, settings, "batching"),

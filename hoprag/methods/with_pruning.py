@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hoprag.config import complete
 from hoprag.cost import Cost
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
@@ -48,6 +47,8 @@ class WithPruning(Method):
 
     name = "pruning"  # a run is recorded as "<framework>+pruning" (the instance's `name`)
     needs_retriever = False  # the framework's retriever is built here, over each question's sources
+    completes = {"framework": ("llm", "retriever"), "closed_book": ("llm",)}
+    completed_as = {"framework": "method", "closed_book": "pruning.closed_book"}
 
     def __init__(
         self,
@@ -66,9 +67,9 @@ class WithPruning(Method):
         self.check_framework(strategy, getattr(framework, "func", framework), getattr(framework, "keywords", {}))
         self.pruning = SourcePruning(llm, sources, router, router_llm, strategy, fixed, domain, domain_export)
         self.retriever = ScopedSources(self.pruning.sources)
-        self.framework = complete(framework, "method", llm=llm, retriever=self.retriever)
+        self.framework = self.complete_part("framework", framework, llm=llm, retriever=self.retriever)
         closed_book = closed_book or (lambda llm: NoRetrieval(llm, CLOSED_BOOK_PROMPT))
-        self.closed_book = complete(closed_book, "pruning.closed_book", llm=llm)
+        self.closed_book = self.complete_part("closed_book", closed_book, llm=llm)
         self.name = f"{self.framework.name}+pruning"  # type: ignore[misc]
 
     @classmethod
@@ -81,7 +82,9 @@ class WithPruning(Method):
         strategy = setting(cls, settings, "strategy")
         cls.check_framework(strategy, get_class(framework["_target_"]), framework)
         SourcePruning.check_settings(settings["sources"], setting(cls, settings, "router"), strategy,
-                                     setting(cls, settings, "fixed"))  # fmt: skip
+                                     setting(cls, settings, "fixed"), setting(cls, settings, "domain"),
+                                     setting(cls, settings, "domain_export"))  # fmt: skip
+        super().check_settings(settings)  # the framework's and closed_book's configs against what they are given
 
     @staticmethod
     def check_framework(strategy: str, method_class: type[Method], framework_settings: Mapping[str, Any]) -> None:

@@ -20,16 +20,17 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from hoprag.config import complete
+from hoprag.config import check_given, complete
 from hoprag.cost import Cost
 from hoprag.data.types import Passage, QAExample
 from hoprag.llm.base import LLM
 from hoprag.routers.options import ABSTAIN
-from hoprag.sources.api.domain import DomainClassifier, DomainGuess, domain_classifier
+from hoprag.sources.api.domain import DomainClassifier, DomainGuess, check_domain, domain_classifier
 from hoprag.sources.base import Source
 
 STRATEGIES = ("routed", "fixed", "fallback")
 IDK_ANSWER = "I don't know"  # a question the router abstains on (`none_policy=abstain`), answered with no call
+ROUTER_INPUTS = ("llm",)  # what the pruning completes a `_partial_` router with (its config must not set them)
 
 
 class Router(Protocol):
@@ -80,18 +81,28 @@ class SourcePruning:
         domain: str = "llm",
         domain_export: str | None = None,
     ) -> None:
-        self.check_settings(sources, router, strategy, fixed)
+        self.check_settings(sources, router, strategy, fixed, domain, domain_export)
         self.domains = RememberedDomains(domain_classifier(domain, llm, export=domain_export))
         self.sources = {name: self._source(source, name, llm) for name, source in sources.items()}
         if isinstance(router_llm, functools.partial):  # a tuned router given unbuilt: built only to route
             router_llm = router_llm() if strategy == "routed" else None
-        self.router = _complete(router, "router", llm=router_llm or llm) if strategy == "routed" else None
+        routed = strategy == "routed"
+        self.router = _complete(router, "router", **dict.fromkeys(ROUTER_INPUTS, router_llm or llm)) if routed else None
         self.strategy, self.fixed = strategy, tuple(fixed)
 
     @staticmethod
-    def check_settings(sources: Mapping[str, Any], router: Any, strategy: str, fixed: Sequence[str]) -> None:
-        """Refuse a strategy these sources and router cannot follow; given their configs (a null source or
-        router: none), PruningRAG and "+ Pruning" call this before anything is built."""
+    def check_settings(
+        sources: Mapping[str, Any],
+        router: Any,
+        strategy: str,
+        fixed: Sequence[str],
+        domain: str,
+        domain_export: str | None,
+    ) -> None:
+        """Refuse a strategy these sources and router cannot follow, a domain classifier that cannot be built
+        (`check_domain`), and a `_partial_` router or source config that sets what the pruning completes it
+        with; given their configs (a null source or router: none), PruningRAG and "+ Pruning" call this before
+        anything is built."""
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if strategy == "routed" and router is None:
@@ -99,14 +110,20 @@ class SourcePruning:
         unknown = [s for s in fixed if sources.get(s) is None] if strategy != "routed" else []
         if unknown:
             raise ValueError(f"fixed sources {unknown} are not configured (sources: {sorted(sources)})")
+        check_domain(domain, domain_export)
+        for name, source in sources.items():
+            if _unfinished(source):
+                from hydra.utils import get_class  # here: hydra.utils is slow to import
+
+                check_given(f"sources.{name}", source, source_inputs(get_class(source["_target_"])))
+        if strategy == "routed" and _unfinished(router):
+            check_given("router", router, ROUTER_INPUTS)
 
     def _source(self, source: Any, name: str, llm: LLM) -> Any:
         if not isinstance(source, functools.partial):
             return source
-        given: dict[str, Any] = {"llm": llm}
-        if getattr(source.func, "uses_domain", False):
-            given["domain"] = self.domains
-        return _complete(source, f"sources.{name}", **given)
+        inputs = {"llm": llm, "domain": self.domains}
+        return _complete(source, f"sources.{name}", **{key: inputs[key] for key in source_inputs(source.func)})
 
     def check_unseen(self, examples: Sequence[QAExample]) -> None:
         """Refuse questions a trained router, domain classifier or source part was trained on."""
@@ -179,6 +196,17 @@ class SourcePruning:
         if labelled_by:  # how its training labels were made: a stand-in judge's labels say so in every run
             info["router_labels"] = labelled_by
         return info
+
+
+def source_inputs(source_class: Any) -> tuple[str, ...]:
+    """What the pruning completes a `_partial_` source with: the answering LLM, and the question's domain
+    classifier for a source class that declares `uses_domain` (its config must not set them)."""
+    return ("llm", "domain") if getattr(source_class, "uses_domain", False) else ("llm",)
+
+
+def _unfinished(config: Any) -> bool:
+    """Whether a router's or source's config is a `_partial_` one, which the pruning completes."""
+    return isinstance(config, Mapping) and bool(config.get("_partial_"))
 
 
 def _complete(component: Any, key: str, **given: Any) -> Any:

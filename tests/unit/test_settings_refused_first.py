@@ -47,11 +47,39 @@ class UnreadDataset:
     (["+method=cot", "method.with_documents=false", "method.mode=zero_shot", "+pruning=fixed", "data=crag"],
      "CoT with these settings reads none"),
     (["+method=hyde", "method.n_passages=0", "+pruning=routed", "data=crag"], "method.n_passages must be positive"),
+    (["+method=rrr", "data=hotpotqa", "method.batching=node"], "method.batching must be 'step' or 'question'"),
+    # the domain classifier's, through the source pruning of PruningRAG and of "+ Pruning"
+    (["+method=pruningrag", "data=crag", "method.domain=bert"],
+     r"domain must be one of \('gold', 'llm', 'embedding'\) or a classifier object, got 'bert'"),
+    (["+method=standard_rag", "+pruning=routed", "data=crag", "pruning.domain=embedding"],
+     "domain=embedding needs domain_export"),
+    # a child's config that sets what the method completes it with (`complete`'s refusal): a method's own
+    # child, a child of a method without a `check_settings` of its own, the pruning's router and framework
+    (["+method=prunerag", "data=hotpotqa", "+method.builder.max_depth=2"],
+     r"method.builder sets \['max_depth'\], which the method itself passes to it"),
+    (["+method=sc_rag_select", "data=hotpotqa", "+method.selector.token_counter=words"],
+     r"method.selector sets \['token_counter'\], which the method itself passes to it"),
+    (["+method=pruningrag", "data=crag", "+method.router.llm=smollm2"],
+     r"method.router sets \['llm'\], which the method itself passes to it"),
+    (["+method=standard_rag", "+pruning=fixed", "data=crag", "+method.retriever=bm25"],
+     r"method.method sets \['retriever'\], which the method itself passes to it"),
 ])  # fmt: skip
 def test_a_setting_refusal_comes_before_the_retriever_and_the_llm(compose_cfg, monkeypatch, overrides, message):
+    refused_before_anything_is_built(compose_cfg, monkeypatch, overrides, ValueError, message)
+
+
+def test_a_missing_domain_classifier_export_is_refused_before_anything_is_built(compose_cfg, monkeypatch, tmp_path):
+    """A path decides it: no export there (its router.json) is refused as the domain classifier refuses it."""
+    missing = tmp_path / "no_export"
+    overrides = ["+method=pruningrag", "data=crag", "method.domain=embedding", f"method.domain_export={missing}"]
+    refused_before_anything_is_built(compose_cfg, monkeypatch, overrides, FileNotFoundError,
+                                     "is not a domain classifier export: it has no router.json")  # fmt: skip
+
+
+def refused_before_anything_is_built(compose_cfg, monkeypatch, overrides, error, message):
     cfg = compose_cfg("eval", [*overrides, "llm=scripted"])
     built = []  # what `build` instantiated (the method's factory, the LLM, the retriever) before refusing
     monkeypatch.setattr("hoprag.evaluation.runner.instantiate", lambda node, *a, **k: built.append(node._target_))
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         build(cfg, UnreadDataset())
     assert built == []

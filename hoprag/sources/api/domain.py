@@ -20,10 +20,12 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from hoprag.cost import Cost, charge_evenly
+from hoprag.data.heldout import SETTINGS_FILE
 from hoprag.data.types import QAExample
 from hoprag.llm.base import LLM
 from hoprag.llm.prompts import ChatPrompt, Message
@@ -142,13 +144,27 @@ def domain_classifier(
     mode: str, llm: LLM, field: str = "domain", export: str | None = None, max_new_tokens: int = 8
 ) -> DomainClassifier:
     """The classifier a mode names (see the module docstring)."""
+    check_domain(mode, export)
     if mode == "gold":
         return GoldDomains(field)
     if mode == "llm":
         return LLMDomains(llm, max_new_tokens)
-    if mode == "embedding":
-        if export is None:
-            raise ValueError("domain=embedding needs domain_export: the export folder of "
-                             "`python train.py +model=domain_classifier` (its publish_dir by default)")
-        return EmbeddingDomains(export)
-    raise ValueError(f"domain must be one of {MODES} or a classifier object, got {mode!r}")
+    return EmbeddingDomains(export)
+
+
+def check_domain(mode: str, export: str | Path | LabelClassifier | None = None) -> None:
+    """Refuse a `domain` / `domain_export` pair no classifier can be built from, as far as the settings and
+    the files on disk decide: an unknown mode, or `embedding` without an export folder (one without the
+    export's settings file). `domain_classifier` calls this, and so do the methods' `check_settings`
+    (through `SourcePruning.check_settings`), before any model loads."""
+    if mode not in MODES:
+        raise ValueError(f"domain must be one of {MODES} or a classifier object, got {mode!r}")
+    if mode != "embedding":
+        return
+    if export is None:
+        raise ValueError("domain=embedding needs domain_export: the export folder of "
+                         "`python train.py +model=domain_classifier` (its publish_dir by default)")
+    if isinstance(export, (str, PathLike)) and not (Path(export) / SETTINGS_FILE).is_file():
+        raise FileNotFoundError(f"domain_export={str(export)!r} is not a domain classifier export: it has no "
+                                f"{SETTINGS_FILE} (`python train.py +model=domain_classifier` writes the export, "
+                                "to its publish_dir by default)")  # fmt: skip
