@@ -10,7 +10,7 @@ from hoprag.utils.secrets import is_secret
 # LLM client's connection settings, matched under whichever key the LLM sits.
 RUN_CONTROL_ANYWHERE = (
     "*.cache_dir", "*.generation_cache", "*.index_dir", "*.force", "*.device", "*.devices", "*.threads",
-    "*.batch_size", "*.use_gpu", "*.delay",
+    "*.batch_size", "*.use_gpu", "*.mmap", "*.delay",
 )  # fmt: skip
 LLM_TRANSPORT = ("base_url", "api_key", "timeout", "max_retries", "backoff", "max_backoff", "max_concurrency",
                  "timeout_per_token")  # fmt: skip
