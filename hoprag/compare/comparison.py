@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hoprag.compare.columns import Column, left_out, table_columns
 from hoprag.compare.discovery import find_runs, is_train_run
@@ -13,6 +14,11 @@ from hoprag.compare.provenance import Stamp
 from hoprag.compare.runs import RECALL, Run, TrainRun
 from hoprag.compare.significance import Significance, paired_tests
 from hoprag.stats import RESAMPLES
+
+if TYPE_CHECKING:  # matched imports plots, which imports this module
+    from hoprag.compare.hops import HopReport
+    from hoprag.compare.matched import Matched
+    from hoprag.compare.shortcuts import ShortcutSplit  # shortcuts imports this module
 
 
 @dataclass
@@ -29,6 +35,9 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
     stamp: Stamp | None = None
+    matched: Matched | None = None  # the budget-matched comparison (`matched.match`; compare.py makes it)
+    shortcuts: ShortcutSplit | None = None  # the multi-hop-only comparison (`shortcuts.split`; --shortcuts)
+    hops: HopReport | None = None  # hop attribution over gold chains (`hops.hop_report`; compare.py makes it)
 
 
 def build(

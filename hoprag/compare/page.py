@@ -10,6 +10,21 @@ from html import escape
 
 from hoprag.compare import plots as compare_plots
 from hoprag.compare.comparison import Comparison
+from hoprag.compare.hops import (
+    LABELS_INTRO,
+    RECALL_INTRO,
+    SUB_INTRO,
+    labels_cells,
+    labels_header,
+    recall_cells,
+    recall_header,
+    sub_cells,
+)
+from hoprag.compare.matched import caption as matched_caption
+from hoprag.compare.matched import cells as matched_cells
+from hoprag.compare.matched import header as matched_header
+from hoprag.compare.matched import intro as matched_intro
+from hoprag.compare.matched import reason_line, verdicts
 from hoprag.compare.provenance import questions, runs_cells, runs_header
 from hoprag.compare.render import (
     TABLE_NOTE,
@@ -58,7 +73,7 @@ def _significance(comparison: Comparison) -> str:
     return f"<p>{intro}</p>" + table + (f"<p>{escape(same)}</p>" if same else "")
 
 
-PLOTS = ("quality_cost", "sweep", "hops", "train")  # the plot files a report may write, `<name>.png`
+PLOTS = ("quality_cost", "sweep", "hops", "train", "matched_cost")  # the plot files a report may write, `<name>.png`
 
 
 def figures(comparison: Comparison) -> dict[str, tuple[bytes, str]]:
@@ -75,9 +90,57 @@ def figures(comparison: Comparison) -> dict[str, tuple[bytes, str]]:
                                  f"{quality} against {cost}: the Pareto front dashed, its runs in red{left}")  # fmt: skip
         found["sweep"] = (compare_plots.sweep_plot(comparison), f"{quality} against {swept_key}")
         found["hops"] = (compare_plots.hop_plot(comparison), "TreeHop: micro passage recall by hop")
+        if comparison.matched is not None and not comparison.matched.reason:
+            found["matched_cost"] = (compare_plots.matched_cost_plot(comparison),
+                                     matched_caption(comparison.matched, comparison.groups))  # fmt: skip
     if comparison.train:
         found["train"] = (compare_plots.train_plot(comparison), "Monitored metric per epoch (stars: best epoch)")
     return {name: (png, caption) for name, (png, caption) in found.items() if png is not None}
+
+
+def _matched(comparison: Comparison, plots: dict[str, tuple[bytes, str]]) -> str:
+    """The budget-matched section: why it was not made in one line, or its table, verdicts, notes and plot."""
+    found = comparison.matched
+    if found is None:
+        return ""
+    if found.reason or found.reference is None:
+        return f"<p>{escape(reason_line(found))}</p>"
+    said = "".join(f"<p>{escape(line)}</p>" for line in [*verdicts(found), *found.notes])
+    figure = _figure(*plots["matched_cost"]) if "matched_cost" in plots else ""
+    return ("<h3>Budget-matched comparison</h3>" + f"<p>{escape(matched_intro(found, found.reference.name))}</p>"
+            + html_table(matched_header(found), matched_cells(found)) + said + figure)  # fmt: skip
+
+
+def _shortcuts(comparison: Comparison) -> str:
+    """The multi-hop-only section (`--shortcuts`): the counts and rule, then the main table's and tests' code on
+    the questions the shortcut probe did not flag."""
+    found = comparison.shortcuts
+    if found is None:
+        return ""
+    parts = ["<h3>Multi-hop only</h3>", f"<p>Shortcut questions left out. {escape(found.summary())}</p>"]
+    if found.multihop is not None:
+        sub, left_out = found.multihop, left_out_note(found.multihop)
+        parts += [*(f"<p><strong>Note.</strong> {escape(n)}</p>" for n in sub.notes),
+                  f"<p>{escape(found.table_note())}</p>", html_table(table_header(sub), table_cells(sub)),
+                  f"<p>{escape(left_out)}</p>" if left_out else "", "<h4>Paired tests, multi-hop only</h4>",
+                  _significance(sub)]  # fmt: skip
+    return "".join(parts)
+
+
+def _hops(comparison: Comparison) -> str:
+    """The hop attribution section (`hoprag.compare.hops`), "" without gold chains."""
+    found = comparison.hops
+    if found is None:
+        return ""
+    header = recall_header(found)
+    return "\n".join([
+        "<h3>Hop attribution</h3>",
+        "<p>Over the gold chains (MuSiQue decompositions, 2Wiki evidences).</p>",
+        *(f"<p><strong>Note.</strong> {escape(n)}</p>" for n in found.notes),
+        f"<p>{escape(LABELS_INTRO)}</p>", html_table(labels_header(found), labels_cells(found)),
+        f"<p>{escape(RECALL_INTRO)}</p>", html_table(header, recall_cells(found)),
+        f"<p>{escape(SUB_INTRO)}</p>", html_table(header, sub_cells(found)),
+    ])  # fmt: skip
 
 
 def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | None = None) -> str:
@@ -96,6 +159,9 @@ def html_report(comparison: Comparison, plots: dict[str, tuple[bytes, str]] | No
             f"<p>{escape(left_out)}</p>" if left_out else "",
             "<h3>Paired tests</h3>",
             _significance(comparison),
+            _shortcuts(comparison),
+            _matched(comparison, plots),
+            _hops(comparison),
             *(["<h3>Plots</h3>", *eval_plots] if eval_plots else []),
         ]
     if comparison.train:

@@ -4,7 +4,9 @@ behind each kept in pure functions so it is tested apart from the drawing.
 - quality against cost per eval group, with the Pareto front (`pareto_front`);
 - a sweep's parameter against quality, when the groups' overrides differ in one numeric key (`sweep`);
 - TreeHop's micro recall per hop and retriever variant (`hop_curves`);
-- each train run's monitored metric per epoch.
+- each train run's monitored metric per epoch;
+- the budget-matched comparison: each method's front over its own runs, the matched runs ringed
+  (`matched_cost_plot`, from `hoprag.compare.matched`).
 
 matplotlib is imported inside `_png` only (its Agg canvas, no pyplot state), so importing this module is light.
 """
@@ -331,3 +333,49 @@ def _search_plot(comparison: Comparison, quality: Column) -> bytes | None:
                         fontsize=9)  # fmt: skip
 
     return _render(draw, (3.6 * len(panels), 3.6))
+
+
+def matched_cost_plot(comparison: Comparison) -> bytes | None:
+    """The budget-matched comparison (`comparison.matched`, see `hoprag.compare.matched`): each method's runs,
+    its Pareto front as a step (at a budget a method is worth its best run costing at most that), the budgets
+    dotted and the runs matched at each ringed; None when it was not made."""
+    found = comparison.matched
+    if found is None or found.reason or found.quality is None:
+        return None
+    unit, quality = found.unit, found.quality
+    costs = [p.cost for m in found.methods for p in m.points] + list(found.budgets)
+    right = max(costs) * 1.05 if max(costs) > 0 else 1.0
+    logarithmic = min(costs) > 0 and max(costs) / min(costs) > 30
+    matched = {(id(p.method), id(p.run)) for p in found.pairings if p.run} | {
+        (id(found.reference), id(p.reference_run)) for p in found.pairings if p.reference_run
+    }
+
+    def draw(axes: Any) -> None:
+        for n, method in enumerate(found.methods):
+            color = f"C{n % 10}"
+            axes.scatter([p.cost for p in method.points], [p.quality for p in method.points], color=color, alpha=0.35,
+                         s=18)  # fmt: skip
+            axes.scatter([p.cost for p in method.front], [p.quality for p in method.front], color=color, s=22)
+            xs = [p.cost for p in method.front] + [right]
+            ys = [p.quality for p in method.front] + [method.front[-1].quality]
+            axes.step(xs, ys, where="post", color=color, label=method.name)
+            on_front = {id(p) for p in method.front}
+            for p in method.points:  # a run off the front greyed: it costs more than a run at least as good
+                axes.annotate(p.label, (p.cost, p.quality), textcoords="offset points", xytext=(3, 3 + 7 * (n % 3)),
+                              fontsize=6,  # labels of methods sharing a point stacked apart
+                              color="k" if id(p) in on_front else "0.55")  # fmt: skip
+            for p in method.front:
+                if (id(method), id(p)) in matched:
+                    axes.scatter([p.cost], [p.quality], s=110, facecolors="none", edgecolors="k", linewidths=1.2)
+        for budget in found.budgets:
+            axes.axvline(budget, color="0.5", linestyle=":", linewidth=0.8)
+        axes.margins(y=0.12)  # room for the labels above the best runs
+        if logarithmic:
+            axes.set_xscale("log")
+        axes.set_xlabel(f"{unit} per question")
+        axes.set_ylabel(quality.header)
+        axes.set_title(f"{quality.header} at equal {unit}: each method's front ({questions(comparison.groups)})",
+                       fontsize=9)  # fmt: skip
+        axes.legend(fontsize=8)
+
+    return _png(draw)

@@ -9,6 +9,20 @@ import statistics
 from hoprag.compare.columns import TRAIN, Column
 from hoprag.compare.comparison import Comparison
 from hoprag.compare.groups import Group
+from hoprag.compare.hops import (
+    LABELS_INTRO,
+    RECALL_INTRO,
+    SUB_INTRO,
+    labels_cells,
+    labels_header,
+    recall_cells,
+    recall_header,
+    sub_cells,
+)
+from hoprag.compare.matched import cells as matched_cells
+from hoprag.compare.matched import header as matched_header
+from hoprag.compare.matched import intro as matched_intro
+from hoprag.compare.matched import reason_line, verdicts
 from hoprag.compare.provenance import questions, runs_cells, runs_header
 from hoprag.compare.significance import Significance
 
@@ -193,9 +207,55 @@ def brief(comparison: Comparison) -> str:
     if comparison.groups:
         parts += [f"Questions: {questions(comparison.groups)}.", markdown_table(comparison),
                   left_out_note(comparison), brief_tests(comparison)]  # fmt: skip
+        if comparison.shortcuts is not None:  # --shortcuts: the multi-hop-only table and its tests' row per run
+            sub = comparison.shortcuts.multihop
+            parts += [f"Multi-hop only: {comparison.shortcuts.summary()}",
+                      *((markdown_table(sub), brief_tests(sub)) if sub is not None else ())]  # fmt: skip
     if comparison.train:
         parts.append(markdown_grid(train_header(comparison), train_cells(comparison), pad=True))
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def markdown_matched(comparison: Comparison) -> str:
+    """The budget-matched section (`hoprag.compare.matched`): why it was not made in one line, or its intro, table,
+    verdicts and notes ("" when it was not computed)."""
+    found = comparison.matched
+    if found is None:
+        return ""
+    if found.reason or found.reference is None:
+        return reason_line(found)
+    table = markdown_grid(matched_header(found), matched_cells(found), pad=True)
+    return "\n\n".join([matched_intro(found, f"`{found.reference.name}`"), table, *verdicts(found), *found.notes])
+
+
+def markdown_shortcuts(comparison: Comparison) -> str:
+    """The multi-hop-only section (`hoprag.compare.shortcuts`, `--shortcuts`): the counts and the rule, then the
+    main table's and tests' code on the questions the probe did not flag ("" without `--shortcuts`)."""
+    found = comparison.shortcuts
+    if found is None:
+        return ""
+    parts = ["**Multi-hop only** (shortcut questions left out). " + found.summary()]
+    if found.multihop is not None:
+        sub = found.multihop
+        parts += [*(f"**Note.** {n}" for n in sub.notes), found.table_note(), markdown_table(sub), left_out_note(sub),
+                  markdown_significance(sub)]  # fmt: skip
+    return "\n\n".join(p for p in parts if p)
+
+
+def markdown_hops(comparison: Comparison) -> str:
+    """The hop attribution section (`hoprag.compare.hops`): failure labels, per-hop recall and sub-answers ("" when
+    no run has gold chains)."""
+    found = comparison.hops
+    if found is None:
+        return ""
+    header = recall_header(found)
+    return "\n\n".join([
+        "Hop attribution over the gold chains (MuSiQue decompositions, 2Wiki evidences).",
+        *(f"**Note.** {n}" for n in found.notes),
+        LABELS_INTRO, markdown_grid(labels_header(found), labels_cells(found), pad=True),
+        RECALL_INTRO, markdown_grid(header, recall_cells(found), pad=True),
+        SUB_INTRO, markdown_grid(header, sub_cells(found), pad=True),
+    ])  # fmt: skip
 
 
 def report(comparison: Comparison) -> str:
@@ -206,6 +266,9 @@ def report(comparison: Comparison) -> str:
     parts += [f"**Note.** {n}" for n in comparison.notes]
     if comparison.groups:
         parts += [TABLE_NOTE, markdown_table(comparison), left_out_note(comparison), markdown_significance(comparison)]
+        parts.append(markdown_shortcuts(comparison))
+        parts.append(markdown_matched(comparison))
+        parts.append(markdown_hops(comparison))
     if comparison.train:
         parts += ["Train runs: the monitored metric's best value, its epoch, and the last value. " + TRAIN_NOTE,
                   markdown_grid(train_header(comparison), train_cells(comparison), pad=True)]  # fmt: skip

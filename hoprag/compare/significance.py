@@ -31,6 +31,15 @@ def _scale(column: Column, group: Group, ids: Sequence[str]) -> float | None:
     return column.scale / mean if mean > 0 else None
 
 
+def column_mean(column: Column, group: Group, ids: Sequence[str]) -> float | None:
+    """The group's value of `column` over `ids` on the metrics.json scale, from its per-question figures: what a
+    paired test's side is (a question subset's table row, `hoprag.compare.shortcuts`); None when the column
+    pairs no figure, a run lacks it, or a micro average has no denominator."""
+    values = None if column.per_question is None else group.figure(column.per_question, ids)
+    scale = _scale(column, group, ids) if values else None
+    return None if values is None or scale is None else statistics.fmean(values) * scale
+
+
 def paired_tests(
     group: Group, base: Group, ids: Sequence[str], columns: Sequence[Column], resamples: int, seed: int
 ) -> list[Significance]:

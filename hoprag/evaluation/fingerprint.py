@@ -34,8 +34,9 @@ FINGERPRINT = "run_fingerprint.json"
 ABSENT = "<absent>"
 
 # eval.py: the sections that decide a run's answers (`embedder` and `index` enter resolved, wherever the
-# retriever or the method use them); `retriever` only for methods that use one, `pruning` where it is added.
-EVAL_SECTIONS = ("method", "pruning", "data", "llm", "retriever", "metrics")
+# retriever or the method use them); `retriever` only for methods that use one, `pruning` and `oracle` (the oracle
+# retriever, hoprag/retrieval/oracle.py) where they are added.
+EVAL_SECTIONS = ("method", "pruning", "data", "llm", "retriever", "metrics", "oracle")
 RUN_CONTROL = (*RUN_CONTROL_ANYWHERE, "data.root", "data.limit", *(f"llm.{key}" for key in LLM_TRANSPORT))
 DATA_FILES = ("questions", "corpus")
 

@@ -7,7 +7,9 @@ AmbigDocs questions their gold structure under the optional key `ambiguity`, for
 categories and judged outcome under the optional key `crag`: the judge runs once, when the record is
 written, never at summary time, `generated: false` when the method generated no answer, so that its
 empty prediction is never scored as one, and `question_too_long: true` when the question alone overran the
-LLM's input budget: its empty answer is scored as wrong, and the run goes on), so `metrics.json` is computed
+LLM's input budget: its empty answer is scored as wrong, and the run goes on; for questions with a gold
+decomposition (MuSiQue, 2Wiki) their chain under `gold_hops`, which hop attribution reads, and with `+oracle=`
+what the oracle retriever did under `oracle`: `hoprag.retrieval.oracle`), so `metrics.json` is computed
 from the records alone, in dataset order: a resumed run reports exactly what an uninterrupted one does (bar
 the measured seconds), and today's files never rescore yesterday's answers.
 
@@ -43,6 +45,7 @@ from hoprag.llm.prompts import PromptTooLongError
 from hoprag.methods.base import Method, MethodOutput
 from hoprag.metrics.aggregate import EvalRow, MetricSuite
 from hoprag.metrics.crag import rules_info
+from hoprag.retrieval.oracle import ORACLE, Asking, OracleError, asking, oracle_metrics
 from hoprag.utils import progress
 
 log = logging.getLogger(__name__)
@@ -77,12 +80,17 @@ def build(cfg: DictConfig, dataset: QADataset) -> Method:
     small-model overlay is merged first (a no-op when eval.py already did: `hoprag.config.apply_aids`)."""
     apply_aids(cfg)
     check_settings(cfg)
+    if cfg.get("oracle") is not None and not fp.uses_retriever(cfg):
+        raise OracleError("+oracle= wraps the retriever, and this method (or its +pruning=) searches none")
     factory = instantiate(cfg.method)
     llm = instantiate(cfg.llm)
     if cfg.get("pruning") is not None:
         return instantiate(cfg.pruning)(framework=factory, llm=llm)
     if fp.uses_retriever(cfg):
-        return factory(llm=llm, retriever=instantiate(cfg.retriever)(corpus=dataset.corpus()))
+        retriever = instantiate(cfg.retriever)(corpus=dataset.corpus())
+        if cfg.get("oracle") is not None:  # +oracle=: gold passages injected or withheld (hoprag/retrieval/oracle.py)
+            retriever = instantiate(cfg.oracle)(inner=retriever)
+        return factory(llm=llm, retriever=retriever)
     return factory(llm=llm)
 
 
@@ -176,7 +184,8 @@ def _answer(method: Method, batch: Sequence[QAExample]) -> tuple[list[MethodOutp
     alone (afresh, costs too), so that a question too long for it fails alone (`_alone`)."""
     costs = [Cost() for _ in batch]
     try:
-        return method.answer(batch, costs), costs
+        with asking(batch, costs) as asked:  # an oracle retriever's searches know their questions
+            return _oracle_noted(method.answer(batch, costs), asked), costs
     except PromptTooLongError:
         costs = [Cost() for _ in batch]
         return [_alone(method, example, cost) for example, cost in zip(batch, costs)], costs
@@ -187,12 +196,22 @@ def _alone(method: Method, example: QAExample, cost: Cost) -> MethodOutput:
     prompt's other tokens fit) gets an empty answer, scored as wrong, and its record `question_too_long`; a
     prompt over it whatever the question is the config's fault, and refused."""
     try:
-        return method.answer([example], [cost])[0]
+        with asking([example], [cost]) as asked:
+            return _oracle_noted(method.answer([example], [cost]), asked)[0]
     except PromptTooLongError as error:
         if error.tokens - method.llm.count_tokens([example.question])[0] > error.limit:
             raise
         log.warning("question %r is too long for the LLM, left unanswered (%s): %s", example.id, TOO_LONG, error)
         return MethodOutput("", trace={TOO_LONG: str(error)})
+
+
+def _oracle_noted(outputs: list[MethodOutput], asked: Asking) -> list[MethodOutput]:
+    """The outputs, each with what an oracle retriever did for its question (if any) under `ORACLE` in its trace,
+    which `_record` moves into the record."""
+    for output, done in zip(outputs, asked.report()):
+        if done is not None:
+            output.trace[ORACLE] = done
+    return outputs
 
 
 def refuse_mixing(
@@ -242,6 +261,11 @@ def _record(
         record["crag"] = row.crag
     if TOO_LONG in output.trace:  # left unanswered: the question alone overran the LLM's input budget
         record[TOO_LONG] = True
+    if example.decomposition:  # the gold chain (MuSiQue, 2Wiki), for hop attribution (hoprag/compare/hops.py)
+        record["gold_hops"] = [{"question": h.question, "answer": h.answer, "title": h.support_title}
+                               for h in example.decomposition]  # fmt: skip
+    if ORACLE in output.trace:  # +oracle=: what the oracle retriever did for this question
+        record[ORACLE] = output.trace.pop(ORACLE)
     if not row.answered:  # retrieval only: no answer scores, and none in metrics.json
         record["generated"] = False
     return record
@@ -284,6 +308,7 @@ def summarize(records: Sequence[Mapping[str, Any]], suite: MetricSuite) -> dict[
         metrics["questions_too_long"] = too_long
     if any(r["cost"].get("retrieval_calls") for r in records):  # questions with a search that found no hit
         metrics["retrieval/empty_results"] = sum(r["cost"].get("empty_results", 0) > 0 for r in records)
+    metrics.update(oracle_metrics(records))  # +oracle= runs only: what the oracle retriever did, in total
 
     totals: dict[str, float] = defaultdict(float)
     for r in records:

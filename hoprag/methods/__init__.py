@@ -22,6 +22,7 @@ from hoprag.methods.search_o1 import SearchO1
 from hoprag.methods.self_ask import SelfAsk
 from hoprag.methods.self_consistency import SelfConsistency
 from hoprag.methods.self_rag import SelfRAG
+from hoprag.methods.shortcut_probe import ShortcutProbe
 from hoprag.methods.standard_rag import StandardRAG
 from hoprag.methods.topk_rag import TopKRAG
 from hoprag.methods.tot import ToT
@@ -54,6 +55,7 @@ __all__ = [
     "SearchO1",
     "SelfAsk",
     "SelfConsistency",
+    "ShortcutProbe",
     "StandardRAG",
     "ToT",
     "TopKRAG",

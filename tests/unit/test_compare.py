@@ -240,6 +240,7 @@ def test_the_html_report_is_self_contained_with_the_table_the_tests_and_plots(tm
         "significance.csv",
         "report.md",
         "report.html",
+        "explorer.html",  # the question explorer (tests/unit/test_compare_explorer.py)
         "quality_cost.png",  # the inlined plot, also as a file (for a paper or a README)
     }
     assert (tmp_path / "out" / "quality_cost.png").read_bytes().startswith(b"\x89PNG")
