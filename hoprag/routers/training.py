@@ -51,6 +51,7 @@ from hoprag.training.distributed import device_batch, from_rank_zero, report, wh
 from hoprag.training.exports import SETTINGS_FILE, question_record
 from hoprag.training.sampler import LengthGroupedSampler
 from hoprag.training.splits import check_disjoint, split_by_context
+from hoprag.training.summary import parameter_line
 
 LABELS = ("gold", "outcome")
 IGNORE = -100
@@ -302,6 +303,7 @@ class SourceRouterModule(L.LightningModule):
         config = LoraConfig(task_type=TaskType.CAUSAL_LM, **dict(LORA if lora is None else lora))
         self.net = get_peft_model(loaded.model, config)
         self.net.train()  # from_pretrained returns eval mode, and Lightning keeps a submodule's mode
+        report(parameter_line("source router", self.net, detail=f"; LoRA on {base_model}"))
         self.letter_ids = letter_token_ids(self.tokenizer, self.option_set)
         self.register_buffer("weights", torch.ones(len(self.option_set.letters)), persistent=False)
         self.strict_loading = False  # checkpoints hold the adapter only (on_save_checkpoint)

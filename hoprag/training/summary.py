@@ -1,4 +1,5 @@
-"""What `train.py` ends with: the epoch it exported, by the monitored metric, beside the untrained start.
+"""What `train.py` ends with: the epoch it exported, by the monitored metric, beside the untrained start; and
+the line every trainer starts with, what it trains (`parameter_line`).
 
 The export holds the best checkpoint's weights, not the last epoch's, so the summary leads with that epoch's
 validation figures and sets the untrained model's (when the module measured them, as TreeHop does before its
@@ -15,10 +16,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import lightning as L
+from torch import nn
 
 from hoprag.training.checkpoints import Best
 
 NA = "n/a"
+
+
+def parameter_line(name: str, module: nn.Module, symbols: Mapping[str, str] | None = None, detail: str = "") -> str:
+    """`<name>: N parameters, M trainable`, what a trainer prints as training starts: how much of the model training
+    changes (a frozen body, a LoRA adapter, a fresh head). Where every trainable tensor is a scalar they are named
+    too, `symbols` renaming them (`TreeHop: 1 parameter, 1 trainable (β)`); `detail` is appended as it is."""
+    params = dict(module.named_parameters())
+    total = sum(p.numel() for p in params.values())
+    trainable = {n: p for n, p in params.items() if p.requires_grad}
+    count = sum(p.numel() for p in trainable.values())
+    named = ""
+    if trainable and all(p.numel() == 1 for p in trainable.values()):
+        named = f" ({', '.join((symbols or {}).get(n, n) for n in trainable)})"
+    return f"{name}: {total:,} parameter{'' if total == 1 else 's'}, {count:,} trainable{named}{detail}"
 
 
 class EpochHistory(L.Callback):

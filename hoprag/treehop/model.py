@@ -129,6 +129,18 @@ class TreeHop(nn.Module):
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
+    def formula(self) -> str:
+        """The update this configuration computes, e.g. `h = q − c + W_out·G(q, c)` (the paper's) or `h = q − β·c`
+        (β learnt, no gate), with the gate's widths when it has one."""
+        c = "β·c" if isinstance(self.beta, nn.Parameter) else ("c" if self.beta == 1 else f"{self.beta:g}·c")
+        if not self.gated:
+            return f"h = q − {c} (no gate)"
+        alpha = "α·" if isinstance(self.alpha, nn.Parameter) else ("" if self.alpha == 1 else f"{self.alpha:g}·")
+        scale = "" if self.gate_scale == 1 else f"{self.gate_scale:g}·"
+        cfg = self.config
+        return (f"h = q − {c} + {alpha}{scale}W_out·G(q, c), G {cfg['gate_dim']} wide × {cfg['n_heads']} "
+                f"head{'s' if cfg['n_heads'] > 1 else ''}, {cfg['n_mlp']} MLP blocks of {cfg['mlp_dim']}")
+
 
 class QMinusC(nn.Module):
     """The training-free update `h = q − c` (TreeHop with the gate removed), the baseline TreeHop must beat."""

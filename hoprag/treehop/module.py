@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from hoprag.training.distributed import report
+from hoprag.training.summary import parameter_line
 from hoprag.treehop.checkpoint import EXPORT_FILE
 from hoprag.treehop.data import TreeBatch, TreeCollator, TreeHopDataModule
 from hoprag.treehop.model import TreeHop
@@ -99,7 +100,7 @@ class TreeHopModule(L.LightningModule):
             return
         self.model = self.build_model(dim=self.data.dim)
         self.embedder_info = self.data.embedder.describe_encoding()
-        report(f"TreeHop: {self.model.n_parameters():,} parameters {self.model.config}")
+        report(parameter_line("TreeHop", self.model, {"alpha": "α", "beta": "β"}, f"; {self.model.formula()}"))
         emb = self.data.embedded
         self.register_buffer("questions", torch.from_numpy(emb.questions), persistent=False)
         self.register_buffer("passages", torch.from_numpy(emb.passages), persistent=False)

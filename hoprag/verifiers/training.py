@@ -25,6 +25,8 @@ import torch
 from torchmetrics.classification import MulticlassAccuracy
 
 from hoprag.training.budget import WallClockBudget
+from hoprag.training.distributed import report
+from hoprag.training.summary import parameter_line
 from hoprag.utils.bundled import resolve_model_ref
 from hoprag.verifiers.base import LABELS
 from hoprag.verifiers.cross_encoder import EXPORT_FILE
@@ -81,6 +83,7 @@ class NLIVerifierModule(L.LightningModule):
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if finetune == "lora":
             self.net = _with_lora(self.net, dict(lora or {}))
+        report(parameter_line("NLI verifier", self.net, detail=f"; {finetune} fine-tuning of {backbone}"))
         self.eval_names: dict[str, list[str]] = {"val": [], "test": []}
         self.acc = torch.nn.ModuleDict()  # "<stage>_<name>" → accuracy
         self.recall = torch.nn.ModuleDict()

@@ -3,8 +3,8 @@
 One split's 48 held-back trees are too few to separate designs a point apart (one gold title ≈ 0.8 points), so
 each design is trained once per split seed and judged by its mean gain over `q − c` on the same trees:
 
-    python train.py -m +model=treehop model.datamodule.seed=1,2,3,4,5 \\
-        model.module.model.learn_scale=false,true ~logger.wandb hydra.sweep.dir=<dir>
+    python train.py -m +model=treehop,treehop_small_data model.datamodule.seed=1,2,3,4,5 \\
+        ~logger.wandb export=false hydra.sweep.dir=<dir>
     python scripts/runs/select_treehop.py <dir>
 
 Runs are grouped by their overrides without `model.datamodule.seed`; per design: splits, the gain at each run's

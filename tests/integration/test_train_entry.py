@@ -64,7 +64,7 @@ def test_a_resume_with_another_lr_is_refused_before_anything_is_built(compose_cf
 
     proc = train(*SHRUNK, "model.module.lr=1e-3", run_dir=tmp_path, cache=tmp_path / "cache")
     out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 2 and "model.module.lr: saved 0.0003, requested 0.001" in out
+    assert proc.returncode == 2 and "model.module.lr: saved 6e-05, requested 0.001" in out
     assert "trainer.max_epochs" not in out.split("ResumeRefused")[-1]
     assert {p: p.read_bytes() for p in before} == before and not (tmp_path / ".hydra").exists()
 
@@ -80,7 +80,8 @@ def test_experiment_configs_compose(compose_cfg):
     paper = compose_cfg("train", ["+experiment=treehop_2wiki_bge_m3"])
     assert paper.embedder.name == "bge-m3-title-context" and paper.model.module.lr == 6e-5
     assert paper.model.module.in_batch_negatives is False and paper.model.datamodule.batch_size == 64
-    assert paper.model.module.model.gate_dim == 2048 and paper.trainer.accelerator == "gpu"
+    assert instantiate(paper.model.module.model)(dim=1024).config["gate_dim"] == 2048  # 2 × BGE-M3's width
+    assert paper.trainer.accelerator == "gpu" and paper.trainer.precision == 32
     settings = compose_cfg("train", ["+experiment=treehop_paper"])
     assert settings.model.module.lr == 6e-5 and settings.embedder.name == "all-MiniLM-L6-v2"
     musique = compose_cfg("train", ["+experiment=treehop_2wiki_musique"])

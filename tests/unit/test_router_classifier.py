@@ -117,10 +117,12 @@ def test_eval_router_on_a_whole_foreign_file_drops_what_trained(tmp_path, split)
     assert result["eval_questions"] == sum(len(r["questions"]) for r in kept)
 
 
-def test_balanced_class_weights_and_export_round_trip(tmp_path, split):
+def test_balanced_class_weights_and_export_round_trip(tmp_path, split, capsys):
     data = QADataset("tatqa", str(DEV), format="tatqa")
     datamodule = RouterDataModule(data, HashEmbedder(dim=256), options="tatqa", cache_dir=str(tmp_path / "cache"))
     module = RouterClassifierModule(HASH, options="tatqa", class_weights="balanced")
+    line = "classifier: 771 parameters, 771 trainable; a linear head to 3 classes over hash-bow"  # 256 × 3 + 3
+    assert line in capsys.readouterr().out
     trainer = L.Trainer(max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu")  # fmt: skip
     trainer.fit(module, datamodule=datamodule)

@@ -190,7 +190,7 @@ def train_py():
 def test_a_training_resume_with_other_settings_is_refused(compose_cfg, tmp_path, train_py, capsys):
     assert train_py.resume_path(compose_cfg("train", ["+model=treehop"])) is None  # a fresh start records them
     saved = json.loads((tmp_path / "run_fingerprint.json").read_text())
-    assert saved["model"]["module"]["lr"] == 3e-4 and saved["trainer"]["accelerator"] == "cpu"
+    assert saved["model"]["module"]["lr"] == 6e-5 and saved["trainer"]["accelerator"] == "cpu"
     assert "max_epochs" not in saved["trainer"] and "cache_dir" not in saved["model"]["datamodule"]
     last = tmp_path / "checkpoints" / "last.ckpt"
     last.parent.mkdir()
@@ -198,9 +198,9 @@ def test_a_training_resume_with_other_settings_is_refused(compose_cfg, tmp_path,
 
     before = digests(tmp_path)
     for override, message in [
-        ("model.module.lr=1e-3", "model.module.lr: saved 0.0003, requested 0.001"),
+        ("model.module.lr=1e-3", "model.module.lr: saved 6e-05, requested 0.001"),
         ("model.datamodule.train.limit=90", "model.datamodule.train.limit: saved null, requested 90"),
-        ("model.datamodule.batch_size=64", "model.datamodule.batch_size: saved 16, requested 64"),
+        ("model.datamodule.batch_size=16", "model.datamodule.batch_size: saved 64, requested 16"),
         ("seed=1", "seed: saved 42, requested 1"),
     ]:
         with pytest.raises(ResumeRefused) as refused:

@@ -193,8 +193,12 @@ def test_datamodule_drops_examples_over_max_length(tiny_base):
 # -- the module ---------------------------------------------------------------------------------------------
 
 
-def test_the_shared_prefix_gives_the_loss_and_gradients_of_whole_sequences(tiny_base):
+def test_the_shared_prefix_gives_the_loss_and_gradients_of_whole_sequences(tiny_base, capsys):
     module = tiny_module(tiny_base)
+    total = sum(p.numel() for p in module.net.parameters())
+    adapter = sum(p.numel() for p in module.net.parameters() if p.requires_grad)
+    assert 0 < adapter < total  # the LoRA adapter trains, the base stays frozen: the start line says both
+    assert f"source router: {total:,} parameters, {adapter:,} trainable; LoRA on" in capsys.readouterr().out
     dm = SourceRouterDataModule(stand_in_data(), tokenizer=tiny_base, val_fraction=0.25)
     dm.setup("fit")
     items, pad = dm.sets["fit"][:6], dm.tokenizer.pad_token_id

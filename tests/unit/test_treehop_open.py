@@ -251,8 +251,8 @@ def test_rival_branches_compete_with_the_gold_continuation(tmp_path, records):
 # -- configs ---------------------------------------------------------------------------------------------
 
 
-def test_treehop_config_validates_over_every_bundled_passage_and_starts_at_q_minus_c(compose_cfg):
-    cfg = compose_cfg("train", ["+model=treehop"])
+def test_treehop_config_validates_over_every_bundled_passage_and_small_data_starts_at_q_minus_c(compose_cfg):
+    cfg = compose_cfg("train", ["+model=treehop_small_data"])
     data = instantiate(cfg.model.datamodule)
     assert len(data.open_corpus) == 6 and data.open_corpus[-1] == "bamboogle/wiki18_passages.jsonl"
     names = {d.name for d in data.open_corpus[:-1]}
@@ -269,9 +269,9 @@ def test_treehop_config_validates_over_every_bundled_passage_and_starts_at_q_min
     assert closed.open_corpus == []
 
 
-@pytest.mark.parametrize("experiment", ["treehop_paper", "treehop_2wiki_bge_m3"])
-def test_paper_experiments_keep_the_papers_update_and_loss(compose_cfg, experiment):
-    cfg = compose_cfg("train", [f"+experiment={experiment}"])
+@pytest.mark.parametrize("added", ["+model=treehop", "+experiment=treehop_paper", "+experiment=treehop_2wiki_bge_m3"])
+def test_the_default_and_paper_experiments_keep_the_papers_update_and_loss(compose_cfg, added):
+    cfg = compose_cfg("train", [added])
     assert cfg.model.module.correction_penalty == 0.0 and cfg.model.datamodule.mined_negatives == 0
     model = instantiate(cfg.model.module.model)(dim=16)
     assert model.alpha == 1.0 and model.beta == 1.0 and not {"alpha", "beta"} & dict(model.named_parameters()).keys()

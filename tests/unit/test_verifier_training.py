@@ -82,13 +82,15 @@ def test_datamodule_pads_batches_and_names_one_loader_per_validation_and_test_so
 
 
 @pytest.mark.parametrize(("finetune", "pooling"), [("full", "cls"), ("lora", "cls"), ("full", "mean"), ("lora", "mean")])
-def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_path, finetune, pooling):
+def test_module_trains_and_exports_a_folder_the_verifier_loads(datamodule, tmp_path, finetune, pooling, capsys):
     torch.manual_seed(0)
     lora = {"r": 4, "target_modules": ["query", "value"]}
     module = NLIVerifierModule(BACKBONE, finetune=finetune, lora=lora, pooling=pooling)
     trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
     total = sum(p.numel() for p in module.parameters())
     assert (trainable == total) == (finetune == "full")
+    line = f"NLI verifier: {total:,} parameters, {trainable:,} trainable; {finetune} fine-tuning"
+    assert line in capsys.readouterr().out
     module.log = lambda *a, **kw: None  # no trainer attached
     batch = next(iter(datamodule.train_dataloader()))
     loss = module.training_step(batch, 0)
