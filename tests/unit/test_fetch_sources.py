@@ -14,7 +14,7 @@ from omegaconf import DictConfig, ListConfig
 from hoprag.data import fetch
 from hoprag.paths import PROJECT_ROOT
 from hoprag.sources.api.source import COMPANY_TABLE
-from tests.unit.test_reproduce_tables import TABLES, composed, load
+from tests.tables import TABLES, composed, load
 
 FILE_KEYS = ("questions", "corpus")  # a QADataset's files, wherever a config holds one (eval data, a labeller's)
 API_TARGET = "hoprag.sources.APISource"  # reads the company table (COMPANY_TABLE) unless told another

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from hoprag.data import DataFormatError, QADataset, detect_format, load_questions
-from tests.unit.test_reproduce_tables import load, plan
+from hoprag.reproduce import plan
+from tests.tables import load
 
 PARAGRAPHS = [
     {"title": "George Rankin", "text": "George James Rankin was an Australian politician.", "is_supporting": True},

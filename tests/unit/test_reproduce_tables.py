@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -15,28 +14,10 @@ from omegaconf import OmegaConf
 from hoprag.config import apply_aids
 from hoprag.paths import PROJECT_ROOT
 from hoprag.reproduce import SCALES, Table, TableError, plan, rehearsal
+from tests.tables import TABLES, composed, load
 
-TABLES = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "table").glob("*.yaml"))
 SPEC = PROJECT_ROOT.parent / "shared" / "spec"
 WIKI18 = "retrieval-corpus/wiki18_100w.jsonl"
-
-
-def load(compose_cfg, name: str, scale: str) -> Table:
-    cfg = compose_cfg("reproduce", [f"table={name}", f"scale={scale}"])
-    return Table.parse(OmegaConf.to_container(cfg.table, resolve=True))
-
-
-_COMPOSED: dict[tuple[str, str], list] = {}
-
-
-def composed(compose_cfg, tmp_path: Path, name: str, scale: str) -> list[tuple[str, str, object]]:
-    """(row, group, composed eval config) of every job that runs at `scale` (a missing trained export aside),
-    composed once per table and scale (the configs depend on nothing a test changes)."""
-    if (name, scale) not in _COMPOSED:
-        table = load(compose_cfg, name, scale)
-        jobs = [j for j in plan(table, scale, tmp_path, ["show=0"]) if not j.skip]
-        _COMPOSED[(name, scale)] = [(j.row, j.group, compose_cfg("eval", list(j.overrides))) for j in jobs]
-    return _COMPOSED[(name, scale)]
 
 
 def test_the_seven_tables_of_the_issue_exist():
