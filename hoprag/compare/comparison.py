@@ -56,7 +56,13 @@ def build(
     train = group_runs(trains) if trains else []
     if not groups:
         return Comparison([], None, [], [], resamples, train)
-    base = pick_baseline(groups, baseline)
+    return tested(groups, pick_baseline(groups, baseline), intersect, resamples, seed, train)
+
+
+def tested(
+    groups: list[Group], base: Group, intersect: bool, resamples: int, seed: int, train: list[Group] | None = None
+) -> Comparison:
+    """`groups` compared with `base`: their table's columns and every other group's paired tests against it."""
     columns = table_columns(groups)
     tests, notes = [], mixed_passage_rules(groups)
     for group in groups:
@@ -65,7 +71,7 @@ def build(
         ids, dropped = shared_questions(group, base, intersect)
         notes += dropped
         tests += paired_tests(group, base, ids, columns, resamples, seed)
-    return Comparison(groups, base, columns, tests, resamples, train, list(dict.fromkeys(notes)),
+    return Comparison(groups, base, columns, tests, resamples, train or [], list(dict.fromkeys(notes)),
                       left_out(groups, columns))  # fmt: skip
 
 

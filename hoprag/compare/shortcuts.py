@@ -21,8 +21,7 @@ multi-hop questions, those that the shortcut probe did not flag.
   the means of its records' per-question figures over them, on the metrics.json scale, as a paired test's side is
   (`significance.column_mean`: passage recall micro over its own gold count; EFR from the same figures by
   `hoprag.metrics.evidence_forgetting_rate`). On those runs the main comparison's own code builds the table's
-  columns and the paired tests against the same baseline (`columns.table_columns`, `groups.shared_questions`,
-  `significance.paired_tests`), and `render` and `page` show them with the main table's code, as a second table,
+  columns and the paired tests against the same baseline (`comparison.tested`), and `render` and `page` show them with the main table's code, as a second table,
   "multi-hop only", with the counts of shortcut and multi-hop questions.
 """
 
@@ -34,12 +33,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hoprag.compare.columns import Column, left_out, table_columns
-from hoprag.compare.comparison import Comparison, mixed_passage_rules
+from hoprag.compare.columns import Column, table_columns
+from hoprag.compare.comparison import Comparison, tested
 from hoprag.compare.discovery import find_runs, is_train_run
-from hoprag.compare.groups import Group, shared_questions
+from hoprag.compare.groups import Group
 from hoprag.compare.runs import CompareError, Question, Run
-from hoprag.compare.significance import column_mean, paired_tests
+from hoprag.compare.significance import column_mean
 from hoprag.evaluation import fingerprint as fp
 from hoprag.metrics import evidence_forgetting_rate
 
@@ -225,20 +224,6 @@ def split(comparison: Comparison, probe_args: Iterable[str], intersect: bool = F
         groups = [Group(g.name, [restricted(r, kept[r.path], comparison.columns) for r in g.runs])
                   for g in comparison.groups]  # fmt: skip
         base = next(sub for sub, g in zip(groups, comparison.groups) if g is comparison.baseline)
-        multihop = _tested(groups, base, intersect, comparison.resamples, seed)
+        multihop = tested(groups, base, intersect, comparison.resamples, seed)
     return ShortcutSplit(probes, rules, len(shortcut), len(every) - len(shortcut), multihop=multihop, flagged=every,
                          **counts)  # fmt: skip
-
-
-def _tested(groups: list[Group], base: Group, intersect: bool, resamples: int, seed: int) -> Comparison:
-    """The comparison of `groups` against `base`: the main comparison's columns and paired tests on these runs."""
-    columns = table_columns(groups)
-    tests, notes = [], mixed_passage_rules(groups)
-    for group in groups:
-        if group is base:
-            continue
-        ids, dropped = shared_questions(group, base, intersect)
-        notes += dropped
-        tests += paired_tests(group, base, ids, columns, resamples, seed)
-    return Comparison(groups, base, columns, tests, resamples, notes=list(dict.fromkeys(notes)),
-                      left_out=left_out(groups, columns))  # fmt: skip
