@@ -22,6 +22,10 @@ EXTRAS ?= faiss-cpu
 PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 STAMP := $(VENV)/.hoprag-installed
 PYTEST_ARGS ?=
+# pytest-xdist workers: one per core of CI's 2 (each loads its own copy of the bundled models, about 1 GiB);
+# TEST_WORKERS=0 runs in one process. `worksteal` keeps a module's tests on one worker until the other runs dry.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist worksteal
 # pip's own output during set-up: quiet (one line per step is printed instead); `make PIP_QUIET= ...` shows it all
 PIP_QUIET ?= -q
 
@@ -59,13 +63,13 @@ browser:
 
 # CI's suite: everything but the `slow` end-to-end runs (kept under 15 minutes on 2 cores)
 test: $(STAMP) browser
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest -m "not slow and not real" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest $(XDIST) -m "not slow and not real" $(PYTEST_ARGS)
 
 test-all: $(STAMP) browser
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 OFFLINE := HF_HUB_OFFLINE=1 WANDB_MODE=offline
 
