@@ -12,14 +12,14 @@ import pytest
 from omegaconf import DictConfig, ListConfig
 
 from hoprag.data import fetch
-from hoprag.paths import PROJECT_ROOT
+from hoprag.paths import data_root
 from hoprag.sources.api.source import COMPANY_TABLE
 from tests.tables import TABLES, composed, load
 
 FILE_KEYS = ("questions", "corpus")  # a QADataset's files, wherever a config holds one (eval data, a labeller's)
 API_TARGET = "hoprag.sources.APISource"  # reads the company table (COMPANY_TABLE) unless told another
-# the bundled samples (../shared/data, README "Data"): `+model=treehop` validates over them (conf/open_corpus)
-BUNDLED = PROJECT_ROOT.parent / "shared" / "data"
+# the bundled samples (the data root, README "Data"): `+model=treehop` validates over them (conf/open_corpus)
+BUNDLED = data_root()
 
 
 def data_files(node) -> set[str]:

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from hoprag.config import register_resolvers
-from hoprag.paths import PROJECT_ROOT, cache_root
+from hoprag.paths import PROJECT_ROOT, cache_root, data_root
 from hoprag.reproduce import Table, plan, rehearsal, runner
 from hoprag.reproduce.rehearsal import located, provide, relocated
 from tests.standins import data
@@ -132,7 +132,7 @@ def test_a_rehearsal_trains_a_missing_export_once_and_its_jobs_read_it(cache, tm
 
 
 def test_the_stand_in_data_holds_2wikis_train_file_and_crags_router_training_portion(tmp_path):
-    bundled, shared, root = PROJECT_ROOT.parent / "shared" / "data", tmp_path / "shared", tmp_path / "data"
+    bundled, shared, root = data_root(), tmp_path / "shared", tmp_path / "data"
     for name in set(data.COPIES.values()):  # the bundled files, CRAG's 10 questions without their pages (quicker)
         (shared / name).parent.mkdir(parents=True, exist_ok=True)
         (shared / name).symlink_to(bundled / name)

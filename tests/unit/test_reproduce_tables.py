@@ -12,11 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from hoprag.config import apply_aids
-from hoprag.paths import PROJECT_ROOT
+from hoprag.paths import data_root
 from hoprag.reproduce import SCALES, Table, TableError, plan, rehearsal
 from tests.tables import TABLES, composed, load
 
-SPEC = PROJECT_ROOT.parent / "shared" / "spec"
+SPEC = data_root().parent / "spec"  # ../shared/spec beside ../shared/data
 WIKI18 = "retrieval-corpus/wiki18_100w.jsonl"
 
 
@@ -145,7 +145,7 @@ def numbers(line: str) -> list[float]:
     return [float(n.replace(",", "").replace("−", "-")) for n in NUMBER.findall(line)]
 
 
-@pytest.mark.skipif(not SPEC.is_dir(), reason="the digests (shared/spec) are not beside this checkout")
+@pytest.mark.skipif(not SPEC.is_dir(), reason="the digests (shared/spec) are not beside the data root")
 @pytest.mark.parametrize("name", TABLES)
 def test_every_rows_paper_figures_are_one_row_of_the_digests_table(compose_cfg, name):
     table = load(compose_cfg, name, "paper")
