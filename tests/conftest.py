@@ -8,6 +8,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HOPRAG_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `make test`'s workers: a thread a core, not every core each
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402

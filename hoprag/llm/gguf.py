@@ -40,6 +40,18 @@ def converted_dir(gguf_path: str | os.PathLike, cache_dir: str | os.PathLike | N
     return cache_root(cache_dir) / "models" / f"{stem}-{key}"
 
 
+def share_conversions(cache: str | os.PathLike) -> Path:
+    """`cache`, a cache root of its own (a rehearsal's, a test's), reading and writing the checkout cache's
+    conversions (`models/`, linked): a GGUF's conversion depends on the file alone, and takes 20-40 s."""
+    cache = Path(cache)
+    link, target = cache / "models", cache_root() / "models"
+    if not link.is_symlink() and not link.exists() and link != target:
+        target.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+    return cache
+
+
 def is_converted(folder: Path) -> bool:
     return (folder / SOURCE_FILE).is_file() and (folder / "config.json").is_file()
 

@@ -41,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT, cache_root, data_root
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def environment(root: Path, shared_data: Path) -> Iterator[dict[str, str]]:
 
     hub_cache, data_root = root / "hub", root / "data"
     hub.lay_out(hub_cache)
-    _share_conversions(root / CACHE)
+    share_conversions(root / CACHE)  # the hub stand-ins link their weights there too
     data.lay_out(data_root, shared_data)
     stanza_resources = root / "stanza_resources"  # laid out as stanza.download lays it, holding no real model
     (stanza_resources / "en" / "constituency").mkdir(parents=True, exist_ok=True)
@@ -191,16 +192,6 @@ def environment(root: Path, shared_data: Path) -> Iterator[dict[str, str]]:
     with contextlib.ExitStack() as stack:
         env |= stack.enter_context(_served())
         yield env
-
-
-def _share_conversions(cache: Path) -> None:
-    """The rehearsal's cache reads the checkout's GGUF conversions of bundled models (`models/`): the same
-    files at every scale, converted once (the hub stand-ins link their weights there too)."""
-    link, target = cache / "models", cache_root() / "models"
-    if not link.is_symlink() and not link.exists():
-        target.mkdir(parents=True, exist_ok=True)
-        cache.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(target, target_is_directory=True)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 
@@ -22,7 +23,7 @@ TREEHOP = ["+model=treehop", "embedder=hashing", "model.datamodule.train.limit=6
 
 def run(*overrides: str, run_dir: Path, cache: Path) -> subprocess.CompletedProcess:
     """Progress lines on even under `CI=true`: the reranker test counts the encoding bar's."""
-    env = {**os.environ, "HOPRAG_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(cache)), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
            "OMP_NUM_THREADS": "1", "HOPRAG_PROGRESS": "1"}  # fmt: skip
     return subprocess.run([sys.executable, "train.py", *overrides, "trainer=ddp_cpu", "threads=1", "logger=csv",
                            "trainer.max_epochs=1", f"hydra.run.dir={run_dir}"],

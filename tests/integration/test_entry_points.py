@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 
 def run_entry(script: str, *overrides: str, cache: Path, run_dir: Path) -> str:
-    env = {**os.environ, "HOPRAG_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(cache)), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
         [sys.executable, script, *overrides, f"hydra.run.dir={run_dir}"],
         cwd=PROJECT_ROOT,

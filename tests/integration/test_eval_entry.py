@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hoprag.data import QADataset, pool_corpus, write_corpus, write_flashrag
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 FIELDS = {
@@ -22,7 +23,8 @@ FIELDS = {
 
 
 def eval_py(*overrides: str, tmp_path: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [sys.executable, "eval.py", *overrides]
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
     if check:

@@ -14,13 +14,14 @@ import pytest
 from hoprag.data import QADataset
 from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
+from hoprag.llm.gguf import share_conversions
 from hoprag.methods import ChatPrompt, NoRetrieval
 from hoprag.methods.base import MissingCapability
 from hoprag.paths import PROJECT_ROOT
 
 
 def eval_py(*overrides: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")), "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "eval.py", *overrides, "~logger", "show=0"]
     return subprocess.run(command, check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
 

@@ -9,12 +9,14 @@ import sys
 
 import pytest
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 
 @pytest.mark.parametrize("setting", ["auto", "false"])
 def test_a_piped_eval_shows_progress_lines_unless_progress_is_false(tmp_path, setting):
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("CI", None)
     env.pop("HOPRAG_PROGRESS", None)
     command = [sys.executable, "eval.py", "+method=no_retrieval", "llm=scripted", "data=hotpotqa", "limit=2",

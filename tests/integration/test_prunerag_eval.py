@@ -12,6 +12,7 @@ import tempfile
 from hoprag.data import QADataset, pool_corpus
 from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
+from hoprag.llm.gguf import share_conversions
 from hoprag.methods import PruneRAG
 from hoprag.metrics import MetricSuite
 from hoprag.paths import PROJECT_ROOT
@@ -56,7 +57,8 @@ def test_runner_writes_trees_and_prunerag_metrics(tmp_path):
 
 def test_eval_py_runs_prunerag_with_unparseable_llm_output_and_counts_it(tmp_path):
     run_dir = tmp_path / "run"
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [
         sys.executable, "eval.py", "+experiment=prunerag", "data=hotpotqa", "limit=4", "retriever=bm25", "llm=scripted",
         "aids=small_model", "~logger", f"hydra.run.dir={run_dir}",  # the small model's lenient parsing, counted f"paths.index_dir={tmp_path / 'indexes'}",

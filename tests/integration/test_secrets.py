@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from hoprag.compare import main as compare_main
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 KEY = "sk-FAKE-7c41d2e9"  # a judge's API key, inside a dict override
@@ -30,7 +31,7 @@ def launch(script: str, *overrides: str, tmp_path: Path) -> str:
     wandb = str(tmp_path / "wandb_home")
     env = {
         **os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
-        "HOPRAG_CACHE": str(tmp_path / "cache"), "WANDB_DIR": wandb, "WANDB_DATA_DIR": wandb,
+        "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")), "WANDB_DIR": wandb, "WANDB_DATA_DIR": wandb,
         "WANDB_CACHE_DIR": wandb, "WANDB_CONFIG_DIR": wandb,
     }  # fmt: skip
     command = [sys.executable, script, *overrides]

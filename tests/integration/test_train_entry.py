@@ -16,6 +16,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 # a shrunken TreeHop: 90 questions of the bundled 2Wiki train sample (~57 trees), MiniLM, small widths, no open corpus
@@ -33,7 +34,7 @@ SHRUNK = [
 
 
 def train(*overrides: str, run_dir: Path, cache: Path) -> subprocess.Popen:
-    env = {**os.environ, "HOPRAG_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(cache)), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"],
         cwd=PROJECT_ROOT,

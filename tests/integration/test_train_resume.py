@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 MONITOR = "val/qc_recall@5_hop2"
@@ -29,7 +30,8 @@ TREEHOP = [
 
 
 def train(max_epochs: int, run_dir: Path) -> str:
-    env = {**os.environ, "HOPRAG_CACHE": str(run_dir.parent / "cache"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(run_dir.parent / "cache")),
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "train.py", *TREEHOP, f"trainer.max_epochs={max_epochs}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

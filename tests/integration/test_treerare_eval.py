@@ -8,12 +8,14 @@ import os
 import subprocess
 import sys
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 
 def test_eval_py_runs_treerare_offline_and_records_trees_costs_and_failures(tmp_path):
     run_dir = tmp_path / "run"
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [
         sys.executable, "eval.py", "+experiment=treerare", "data=hotpotqa", "limit=4", "llm=scripted", "~logger",
         "aids=small_model", f"hydra.run.dir={run_dir}",  # the scripted replies continue the QG prefill f"paths.index_dir={tmp_path / 'indexes'}",

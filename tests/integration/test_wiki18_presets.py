@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 WIKI18 = "retrieval-corpus/wiki18_100w.jsonl"
@@ -22,7 +23,8 @@ def test_a_paper_preset_names_wiki18(compose_cfg, experiment):
 
 def test_treerare_paper_without_wiki18_stops_naming_what_to_download_and_where(tmp_path):
     run_dir = tmp_path / "run"
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     command = [sys.executable, "eval.py", "+experiment=treerare_paper", "data=hotpotqa", "limit=2", "llm=scripted",
                "~logger", f"hydra.run.dir={run_dir}"]  # fmt: skip
     proc = subprocess.run(command, check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -16,6 +16,7 @@ import pytest
 
 from hoprag.cost import Cost
 from hoprag.data import load_questions
+from hoprag.llm.gguf import share_conversions
 from hoprag.llm.scripted import ScriptedLLM
 from hoprag.paths import PROJECT_ROOT
 from hoprag.sources.api import APISource
@@ -162,7 +163,8 @@ def trained(tmp_path_factory) -> tuple[Path, Path, str]:
     """`python train.py +model=domain_classifier` on the tiny file; returns (run directory, file, output)."""
     run = tmp_path_factory.mktemp("domain_run")
     data = labelled_file(run / "domains.jsonl")
-    env = {**os.environ, "HOPRAG_CACHE": str(run / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(run / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
            "OMP_NUM_THREADS": "1"}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "train.py", "+model=domain_classifier", *HASH_OVERRIDES, "threads=1", "~logger.wandb",

@@ -20,6 +20,7 @@ from hoprag.compare.hops import attribute, config_chains, hop_report, reading_st
 from hoprag.data import QADataset
 from hoprag.evaluation.runner import run
 from hoprag.llm import ScriptedLLM
+from hoprag.llm.gguf import share_conversions
 from hoprag.methods import ChatPrompt, StandardRAG
 from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval import BM25Retriever
@@ -177,7 +178,8 @@ def test_a_run_whose_records_cannot_be_read_is_noted_and_left_out(tmp_path):
 
 @pytest.mark.slow
 def test_eval_py_with_smollm2_normal_and_hop1_withheld_then_compare(tmp_path):
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     common = ["+method=standard_rag", "data=musique", "data.limit=5", "llm=smollm2", "retriever=bm25", "~logger",
               "show=0"]  # fmt: skip
     for name, extra in (("normal", []), ("withheld", ["+oracle=withhold", "oracle.hops=[1]"])):

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from hoprag.data import QADataset, load_questions
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT, data_root
 from hoprag.routers.classifier import ClassifierRouter, RouterClassifierModule, RouterDataModule
 from hoprag.routers.options import TATQA
@@ -38,7 +39,8 @@ HASH_OVERRIDES = ["embedder._target_=tests.fakes.HashEmbedder", "embedder.name=h
 def trained(tmp_path_factory) -> tuple[Path, str]:
     """One run of train.py as users run it; returns (run directory, its output)."""
     run = tmp_path_factory.mktemp("router_run")
-    env = {**os.environ, "HOPRAG_CACHE": str(run / "cache"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(run / "cache")),
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
            "OMP_NUM_THREADS": "1"}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "train.py", "+model=router_classifier", *HASH_OVERRIDES, "threads=1", "~logger.wandb",

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 N = 10
@@ -32,7 +33,7 @@ def metrics_of(run_dir: Path) -> dict:
 
 
 def test_sigkill_midway_then_rerun_gives_every_question_once(tmp_path):
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")), "HF_HUB_OFFLINE": "1"}
     slow = command(tmp_path / "killed", "llm.delay=0.4")
     predictions = tmp_path / "killed" / "predictions.jsonl"
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from hoprag.data import QADataset
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval import DenseRetriever
 from hoprag.retrieval.embedders import HashingEmbedder
@@ -15,7 +16,7 @@ ARGS = ["data=musique", "retriever=dense", "embedder=hashing", "shards.size=1000
 
 
 def build_index(tmp_path, *overrides: str) -> str:
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
         [sys.executable, "build_index.py", *ARGS, *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
         check=False,

@@ -15,6 +15,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from hoprag.config import apply_aids
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 
 CONF = PROJECT_ROOT / "conf"
@@ -78,7 +79,7 @@ def test_auto_applies_the_overlay_only_with_a_bundled_llm(compose_cfg, overrides
 
 
 def test_a_run_records_the_overlay_it_applied(tmp_path):
-    env = {**os.environ, "HOPRAG_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")), "HF_HUB_OFFLINE": "1"}
     for aids in ("small_model", "none"):
         run_dir = tmp_path / aids
         command = [sys.executable, "eval.py", "+method=no_retrieval", "llm=scripted", "limit=1", f"aids={aids}",

@@ -22,6 +22,7 @@ from wandb.proto import wandb_internal_pb2
 from hoprag.compare import main as compare_main
 from hoprag.config import register_resolvers
 from hoprag.evaluation.predictions import run_records
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 from hoprag.utils.loggers import override_label, predictions_table, run_tags
 
@@ -51,7 +52,7 @@ def test_a_2x2_multirun_is_four_named_grouped_tagged_wandb_runs_with_predictions
     sweep = tmp_path / "sweep"
     env = {
         **os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true",
-        "HOPRAG_CACHE": str(tmp_path / "cache"), "WANDB_DIR": str(tmp_path / "wandb"),
+        "HOPRAG_CACHE": str(share_conversions(tmp_path / "cache")), "WANDB_DIR": str(tmp_path / "wandb"),
         "WANDB_DATA_DIR": str(tmp_path / "wandb"), "WANDB_CACHE_DIR": str(tmp_path / "wandb"),
         "WANDB_CONFIG_DIR": str(tmp_path / "wandb"),
     }  # fmt: skip

@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 from hoprag.data.corpus import read_corpus
 from hoprag.data.records import write_jsonl
 from hoprag.data.types import Passage
+from hoprag.llm.gguf import share_conversions
 from hoprag.paths import PROJECT_ROOT
 from hoprag.retrieval import DenseRetriever, IndexMismatchError, ivf_build
 from hoprag.retrieval.dense import DenseIndex, read_index
@@ -283,7 +284,7 @@ def test_build_index_converts_flashrags_flat_file_once_and_the_retriever_finds_t
             "shards.dtype=float16", "shards.size=250"]  # fmt: skip
 
     def build_index() -> str:
-        env = {**os.environ, "HOPRAG_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "HOPRAG_CACHE": str(share_conversions(cache)), "HF_HUB_OFFLINE": "1"}
         proc = subprocess.run([sys.executable, "build_index.py", *args, f"hydra.run.dir={tmp_path / 'run'}"],
                               cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
