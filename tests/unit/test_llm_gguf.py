@@ -139,3 +139,15 @@ def test_the_readers_own_bar_is_off_exactly_when_transformers_bars_are():
             assert reader.tqdm is bar
     finally:
         (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
+
+
+def test_a_cache_of_its_own_shares_the_checkouts_conversions(tmp_path, gguf_file, loads, monkeypatch):
+    monkeypatch.setenv("HOPRAG_CACHE", str(tmp_path / "checkout"))
+    own = gguf.share_conversions(tmp_path / "run" / "cache")
+    assert gguf.share_conversions(own) == own  # a second call keeps the link
+    folder = gguf.converted_gguf(gguf_file, cache_dir=own)
+    assert (tmp_path / "checkout" / "models" / folder.name).is_dir()  # converted once, where every cache reads it
+    assert gguf.converted_gguf(gguf_file) == tmp_path / "checkout" / "models" / folder.name
+    assert len(loads[1]) == 1
+    gguf.share_conversions(tmp_path / "checkout")  # the checkout's own cache is not linked to itself
+    assert not (tmp_path / "checkout" / "models").is_symlink()
