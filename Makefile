@@ -22,8 +22,9 @@ EXTRAS ?= faiss-cpu
 PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 STAMP := $(VENV)/.hoprag-installed
 PYTEST_ARGS ?=
-# pytest-xdist workers: one per core of CI's 2 (each loads its own copy of the bundled models, about 1 GiB);
-# TEST_WORKERS=0 runs in one process. `worksteal` keeps a module's tests on one worker until the other runs dry.
+# pytest-xdist workers: one per core of CI's 2, each loading its own copy of the bundled models (a run's largest
+# process here: 2.3 GiB). TEST_WORKERS=0 runs in one process. `worksteal` keeps a module's tests on one worker
+# until the other runs dry.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist worksteal
 # pip's own output during set-up: quiet (one line per step is printed instead); `make PIP_QUIET= ...` shows it all

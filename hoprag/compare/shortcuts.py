@@ -21,8 +21,9 @@ multi-hop questions, those that the shortcut probe did not flag.
   the means of its records' per-question figures over them, on the metrics.json scale, as a paired test's side is
   (`significance.column_mean`: passage recall micro over its own gold count; EFR from the same figures by
   `hoprag.metrics.evidence_forgetting_rate`). On those runs the main comparison's own code builds the table's
-  columns and the paired tests against the same baseline (`comparison.tested`), and `render` and `page` show them with the main table's code, as a second table,
-  "multi-hop only", with the counts of shortcut and multi-hop questions.
+  columns and the paired tests against the same baseline (`comparison.tested`), and `render` and `page` show them
+  with the main table's code, as a second table, "multi-hop only", with the counts of shortcut and multi-hop
+  questions.
 """
 
 from __future__ import annotations
